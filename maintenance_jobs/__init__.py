@@ -1,0 +1,1 @@
+"""Homelab maintenance tasks defined as database rows, dispatched on Dagster."""

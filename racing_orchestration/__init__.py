@@ -1,0 +1,1 @@
+"""Racing data orchestration: the NZ TAB racing API scraped on Dagster."""

@@ -1,0 +1,73 @@
+"""The audit trail's vocabulary: run tags every job writes so runs are filterable by outcome and item counts.
+
+A run's outcome is first-class: `success`, `partial` (the run succeeded but some items failed for good) or
+`failed`. It is written as the `racing/outcome` tag, so the UI, GraphQL and `RunsFilter(tags=...)` can filter it.
+Runs that crashed before tagging themselves fall back to their Dagster status (see `outcome_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+import dagster as dg
+
+TAG_OUTCOME = "racing/outcome"
+TAG_ITEMS_PROCESSED = "racing/items_processed"
+TAG_ITEMS_FAILED = "racing/items_failed"
+TAG_ERROR = "racing/error"
+# Which side of the product a run belongs to; the run queue limits `maintenance` to 5 at once.
+TAG_KIND = "orchestration/kind"
+KIND_RACING = "racing"
+KIND_MAINTENANCE = "maintenance"
+
+_MAX_ERROR_TAG_CHARS = 500
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    PARTIAL = "partial"
+    FAILED = "failed"
+
+
+def classify_outcome(items_processed: int, items_failed: int) -> Outcome:
+    """Success when nothing failed, failed when nothing succeeded, partial in between."""
+    if items_failed <= 0:
+        return Outcome.SUCCESS
+    if items_processed <= 0:
+        return Outcome.FAILED
+    return Outcome.PARTIAL
+
+
+def outcome_tags(outcome: Outcome, items_processed: int, items_failed: int, error: str | None = None) -> dict[str, str]:
+    """Run tags recording an outcome (tag values must be strings)."""
+    tags = {
+        TAG_OUTCOME: outcome.value,
+        TAG_ITEMS_PROCESSED: str(items_processed),
+        TAG_ITEMS_FAILED: str(items_failed),
+    }
+    if error:
+        tags[TAG_ERROR] = error[:_MAX_ERROR_TAG_CHARS]
+    return tags
+
+
+def record_outcome(
+    context: dg.OpExecutionContext,
+    outcome: Outcome,
+    items_processed: int,
+    items_failed: int,
+    error: str | None = None,
+) -> dict[str, str]:
+    """Tag the current run with its outcome and counts; returns the tags written."""
+    tags = outcome_tags(outcome, items_processed, items_failed, error)
+    context.instance.add_run_tags(context.run_id, tags)
+    return tags
+
+
+def outcome_of(status: dg.DagsterRunStatus, tags: Mapping[str, str]) -> str:
+    """The audit outcome of a run: its outcome tag when the run finished, else derived from its status."""
+    if status == dg.DagsterRunStatus.SUCCESS:
+        return tags.get(TAG_OUTCOME, Outcome.SUCCESS.value)
+    if status == dg.DagsterRunStatus.FAILURE:
+        return Outcome.FAILED.value
+    return status.value.lower()

@@ -1,0 +1,75 @@
+"""Shared fixtures: a real Postgres (TEST_DATABASE_URL, else an embedded server this run starts and stops)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from local_stack.embedded_postgres import (
+    database_url,
+    drop_database,
+    ensure_database,
+    psycopg2_url,
+    start_embedded_postgres,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TAB_SAMPLES_DIR = REPO_ROOT.parent / "shared" / "tab_samples"
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a Postgres server's admin database; tests create their own databases on it."""
+    if url := os.environ.get("TEST_DATABASE_URL"):
+        yield psycopg2_url(url)
+        return
+    server = start_embedded_postgres(tmp_path_factory.mktemp("pgdata"), delete_on_exit=True)
+    try:
+        yield psycopg2_url(server.get_uri())
+    finally:
+        server.cleanup()
+
+
+def _fresh_database(server_url: str, prefix: str) -> Iterator[str]:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    url = ensure_database(server_url, name)
+    try:
+        yield url
+    finally:
+        drop_database(server_url, name)
+
+
+@pytest.fixture
+def fresh_database_url(postgres_server_url: str) -> Iterator[str]:
+    """An empty database of its own for one test, dropped afterwards."""
+    yield from _fresh_database(postgres_server_url, "t")
+
+
+@pytest.fixture(scope="session")
+def dagster_database_url(postgres_server_url: str) -> Iterator[str]:
+    """One Dagster storage database for the session (tests wipe it through `pg_instance`)."""
+    yield from _fresh_database(postgres_server_url, "dagster")
+
+
+@pytest.fixture
+def pg_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
+    """A Dagster instance on Postgres run/event/schedule storage, emptied before each test."""
+    overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        instance.wipe()
+        yield instance
+
+
+@pytest.fixture(scope="session")
+def tab_samples_dir() -> Path:
+    assert TAB_SAMPLES_DIR.is_dir(), f"TAB samples not found at {TAB_SAMPLES_DIR}"
+    return TAB_SAMPLES_DIR
+
+
+def server_url_for(database: str, server_url: str) -> str:
+    return database_url(server_url, database)
