@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,12 +24,14 @@ TAB_SAMPLES_DIR = REPO_ROOT.parent / "shared" / "tab_samples"
 
 
 @pytest.fixture(scope="session")
-def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_server_url() -> Iterator[str]:
     """URL of a Postgres server's admin database; tests create their own databases on it."""
     if url := os.environ.get("TEST_DATABASE_URL"):
         yield psycopg2_url(url)
         return
-    server = start_embedded_postgres(tmp_path_factory.mktemp("pgdata"), delete_on_exit=True)
+    # Not under pytest's basetemp: that folder is private to root (Postgres runs as an unprivileged user when the
+    # tests run as root) and concurrent pytest sessions prune each other's basetemps.
+    server = start_embedded_postgres(Path(tempfile.mkdtemp(prefix="racing-test-pg-")) / "pgdata", delete_on_exit=True)
     try:
         yield psycopg2_url(server.get_uri())
     finally:

@@ -1,0 +1,177 @@
+"""Start and stop the local stack: embedded Postgres, migrations, the simulated TAB feed and `dagster dev`.
+
+`make run` uses it in the foreground; the live-stack tests use the same class on free ports, so what the tests
+prove is what a newcomer runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from local_stack.embedded_postgres import STACK_DATABASES, ensure_database, psycopg2_url, start_embedded_postgres
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STOP_GRACE_SECONDS = 20.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
+    """Poll `url` until it answers (any status below 500), failing early if `process` died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process {process.args!r} exited with {process.returncode} before {url} answered")
+        try:
+            if httpx.get(url, timeout=2.0).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
+
+
+@dataclass
+class StackOptions:
+    """Where the stack keeps its data and which ports it serves on."""
+
+    data_dir: Path = REPO_ROOT / ".local"
+    dagster_port: int = 3000
+    sim_port: int = 8765
+    api_port: int = 8090
+    host: str = "127.0.0.1"
+    sim_args: list[str] = field(default_factory=list)
+    # An external Postgres server URL; None starts the embedded one under data_dir.
+    postgres_url: str | None = None
+    start_api: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class LocalStack:
+    """The processes of the local stack, stopped together (no orphaned Postgres, daemon or run workers)."""
+
+    def __init__(self, options: StackOptions) -> None:
+        self.options = options
+        self.env: dict[str, str] = {}
+        self.processes: dict[str, subprocess.Popen] = {}
+        self._postgres = None
+
+    @property
+    def dagster_url(self) -> str:
+        return f"http://{self.options.host}:{self.options.dagster_port}"
+
+    @property
+    def sim_base_url(self) -> str:
+        return f"http://{self.options.host}:{self.options.sim_port}/affiliates/v1/racing"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://{self.options.host}:{self.options.api_port}"
+
+    def start(self, *, wait: bool = True) -> None:
+        opts = self.options
+        opts.data_dir.mkdir(parents=True, exist_ok=True)
+        server_url = opts.postgres_url or self._start_postgres()
+        dagster_home = opts.data_dir / "dagster_home"
+        dagster_home.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / "dagster.yaml", dagster_home / "dagster.yaml")
+        urls = {name: ensure_database(server_url, name) for name in STACK_DATABASES}
+        self.env = {
+            **os.environ,
+            "DAGSTER_HOME": str(dagster_home),
+            "DAGSTER_POSTGRES_URL": urls["dagster"],
+            "RACING_DATABASE_URL": os.environ.get("RACING_DATABASE_URL", urls["racing"]),
+            "MAINTENANCE_DATABASE_URL": os.environ.get("MAINTENANCE_DATABASE_URL", urls["maintenance"]),
+            "TAB_API_BASE_URL": self.sim_base_url,
+            **opts.extra_env,
+        }
+        self._migrate()
+        self._spawn("sim", [sys.executable, "-m", "racing_orchestration.cli", "sim", "--host", opts.host,
+                            "--port", str(opts.sim_port), *opts.sim_args])
+        self._spawn("dagster", [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
+                                "-h", opts.host, "-p", str(opts.dagster_port)])
+        if opts.start_api and self._api_available():
+            self._spawn("api", [sys.executable, "-m", "maintenance_jobs.api", "--host", opts.host,
+                                "--port", str(opts.api_port), "--insecure-dev"])
+        if wait:
+            wait_for_http(f"{self.sim_base_url}/meetings?limit=1", 30, self.processes["sim"])
+            wait_for_http(f"{self.dagster_url}/server_info", 180, self.processes["dagster"])
+            if "api" in self.processes:
+                wait_for_http(f"{self.api_url}/health", 60, self.processes["api"])
+
+    def _start_postgres(self) -> str:
+        self._postgres = start_embedded_postgres(self.options.data_dir / "pgdata")
+        return psycopg2_url(self._postgres.get_uri())
+
+    def _migrate(self) -> None:
+        for module in ("racing_orchestration.cli", "maintenance_jobs.cli"):
+            command = [sys.executable, "-m", module, "db", "upgrade"]
+            if module == "maintenance_jobs.cli" and not self._module_exists("maintenance_jobs.cli"):
+                continue
+            subprocess.run(command, env=self.env, cwd=REPO_ROOT, check=True)
+
+    @staticmethod
+    def _module_exists(name: str) -> bool:
+        import importlib.util
+
+        return importlib.util.find_spec(name) is not None
+
+    def _api_available(self) -> bool:
+        return self._module_exists("maintenance_jobs.api")
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        # Each child leads its own process group, so stopping it also stops what it spawned (webserver, daemon,
+        # code servers, run workers) and a Ctrl-C in the terminal reaches only this supervisor.
+        self.processes[name] = subprocess.Popen(command, env=self.env, cwd=REPO_ROOT, start_new_session=True)
+
+    def stop(self) -> None:
+        """Stop every child group (SIGINT, then SIGTERM, then SIGKILL) and then Postgres."""
+        for process in reversed(list(self.processes.values())):
+            _stop_group(process)
+        self.processes.clear()
+        if self._postgres is not None:
+            self._postgres.cleanup()
+            self._postgres = None
+
+    def __enter__(self) -> LocalStack:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """Escalate SIGINT -> SIGTERM -> SIGKILL until the child's whole process group is gone."""
+    for sig, grace in ((signal.SIGINT, STOP_GRACE_SECONDS), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        if not _group_alive(process.pid):
+            break
+        os.killpg(process.pid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _group_alive(process.pid):
+            time.sleep(0.2)
+            process.poll()  # reap the leader so it does not linger as a zombie
+    process.poll()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

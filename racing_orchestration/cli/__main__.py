@@ -1,0 +1,5 @@
+import sys
+
+from racing_orchestration.cli import main
+
+sys.exit(main())

@@ -1,0 +1,185 @@
+"""A thread-pool executor: the steps of one run execute concurrently in threads of the run worker.
+
+The racing jobs fan out into many small I/O-bound steps (one per TAB API combination). The multiprocess executor
+pays a Python interpreter start and a definitions load per step (~1 s of CPU each on our 2-core hosts), which costs
+more than the HTTP calls themselves; the in-process executor runs steps one after another. Threads give bounded
+concurrency at almost no cost, while every step keeps its own events, retries and output in the UI.
+
+It follows the in-process executor's loop (`inner_plan_execution_iterator`) but hands each step's event sequence to
+a worker thread; the orchestrating thread alone touches `ActiveExecution`, so its bookkeeping stays single-threaded.
+Steps share the run's resources, which must therefore be thread-safe (httpx clients and SQLAlchemy engines are).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import dagster as dg
+from dagster._core.events import DagsterEvent, EngineEventData
+from dagster._core.execution.api import ExecuteRunWithPlanIterable
+from dagster._core.execution.context.system import PlanExecutionContext, PlanOrchestrationContext
+from dagster._core.execution.context_creation_job import PlanExecutionContextManager
+from dagster._core.execution.plan.execute_plan import _trigger_hook, dagster_event_sequence_for_step
+from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
+from dagster._core.execution.plan.objects import StepFailureData
+from dagster._core.execution.plan.plan import ExecutionPlan
+from dagster._core.execution.retries import RetryMode
+from dagster._core.executor.base import Executor
+from dagster._utils.error import serializable_error_info_from_exc_info
+
+DEFAULT_MAX_THREADS = 8
+_POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class _StepFinished:
+    step_key: str
+    error: BaseException | None = None
+
+
+class ThreadPoolExecutor(Executor):
+    """Runs up to `max_concurrent` steps of a run at once, each in its own thread."""
+
+    def __init__(self, retries: RetryMode, max_concurrent: int = DEFAULT_MAX_THREADS) -> None:
+        self._retries = retries
+        self.max_concurrent = max_concurrent
+
+    @property
+    def retries(self) -> RetryMode:
+        return self._retries
+
+    def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
+        yield DagsterEvent.engine_event(
+            plan_context,
+            f"Executing steps in up to {self.max_concurrent} threads (pid: {os.getpid()})",
+            event_specific_data=EngineEventData.in_process(os.getpid(), execution_plan.step_keys_to_execute),
+        )
+        yield from iter(
+            ExecuteRunWithPlanIterable(
+                execution_plan=plan_context.execution_plan,
+                iterator=self._iterate,
+                execution_context_manager=PlanExecutionContextManager(
+                    job=plan_context.job,
+                    retry_mode=plan_context.retry_mode,
+                    execution_plan=plan_context.execution_plan,
+                    run_config=plan_context.run_config,
+                    dagster_run=plan_context.dagster_run,
+                    instance=plan_context.instance,
+                    raise_on_error=plan_context.raise_on_error,
+                    output_capture=plan_context.output_capture,
+                ),
+            )
+        )
+
+    def _iterate(
+        self,
+        job_context: PlanExecutionContext,
+        execution_plan: ExecutionPlan,
+        instance_concurrency_context: InstanceConcurrencyContext | None = None,
+    ) -> Iterator[DagsterEvent]:
+        with InstanceConcurrencyContext(job_context.instance, job_context.dagster_run) as concurrency_context:
+            yield from self._run_steps(job_context, execution_plan, concurrency_context)
+
+    def _run_steps(
+        self,
+        job_context: PlanExecutionContext,
+        execution_plan: ExecutionPlan,
+        concurrency_context: InstanceConcurrencyContext,
+    ) -> Iterator[DagsterEvent]:
+        events: queue.Queue[DagsterEvent | _StepFinished] = queue.Queue()
+        step_events: dict[str, list[DagsterEvent]] = {}
+        step_contexts = {}
+        with execution_plan.start(
+            retry_mode=job_context.retry_mode,
+            max_concurrent=self.max_concurrent,
+            instance_concurrency_context=concurrency_context,
+        ) as active_execution:
+            while not active_execution.is_complete:
+                for step in active_execution.get_steps_to_execute(limit=self.max_concurrent):
+                    step_context = job_context.for_step(step, active_execution.get_known_state())
+                    step_contexts[step.key] = step_context
+                    step_events[step.key] = []
+                    threading.Thread(
+                        target=_run_step_in_thread,
+                        args=(step.key, step_context, events),
+                        name=f"dagster-step-{step.key}",
+                        daemon=True,
+                    ).start()
+                yield from active_execution.concurrency_event_iterator(job_context)
+
+                if not active_execution.has_in_flight_steps:
+                    active_execution.sleep_til_ready()
+                    continue
+                try:
+                    item = events.get(timeout=max(_POLL_SECONDS, min(active_execution.sleep_interval(), 1.0)))
+                except queue.Empty:
+                    continue
+                while True:
+                    yield from self._handle(item, job_context, active_execution, step_contexts, step_events)
+                    try:
+                        item = events.get_nowait()
+                    except queue.Empty:
+                        break
+
+    @staticmethod
+    def _handle(item, job_context, active_execution, step_contexts, step_events) -> Iterator[DagsterEvent]:
+        if isinstance(item, DagsterEvent):
+            step_events[item.step_key].append(item)
+            yield item
+            active_execution.handle_event(item)
+            return
+        if item.error is not None:
+            # A crash outside the step's own error boundary: report it and fail the step, not the whole run.
+            error = serializable_error_info_from_exc_info(
+                (type(item.error), item.error, item.error.__traceback__)
+            )
+            yield DagsterEvent.engine_event(
+                job_context,
+                f"Step {item.step_key} crashed in its thread: {error.message}",
+                event_specific_data=EngineEventData(error=error),
+                step_handle=step_contexts[item.step_key].step.handle,
+            )
+            failure = DagsterEvent.step_failure_event(
+                step_context=step_contexts[item.step_key],
+                step_failure_data=StepFailureData(error=error, user_failure_data=None),
+            )
+            yield failure
+            active_execution.handle_event(failure)
+        active_execution.verify_complete(job_context, item.step_key)
+        for event in active_execution.plan_events_iterator(job_context):
+            step_events[item.step_key].append(event)
+            yield event
+        yield from _trigger_hook(step_contexts.pop(item.step_key), step_events.pop(item.step_key))
+
+
+def _run_step_in_thread(step_key: str, step_context, events: queue.Queue) -> None:
+    try:
+        for event in dagster_event_sequence_for_step(step_context):
+            events.put(event)
+    except BaseException as exc:  # noqa: BLE001 - forwarded to the orchestrating thread as a step failure
+        events.put(_StepFinished(step_key, exc))
+        return
+    events.put(_StepFinished(step_key))
+
+
+@dg.executor(
+    name="threadpool",
+    config_schema={
+        "max_concurrent": dg.Field(int, default_value=DEFAULT_MAX_THREADS, description="Steps run at once."),
+        "retries": dg.Field(
+            dg.Selector({"enabled": {}, "disabled": {}}), default_value={"enabled": {}}, is_required=False
+        ),
+    },
+)
+def threadpool_executor(init_context: dg.InitExecutorContext) -> ThreadPoolExecutor:
+    """Executes the steps of a run concurrently in threads of the run worker (for I/O-bound fan-outs)."""
+    config = init_context.executor_config
+    max_concurrent = config["max_concurrent"]
+    if max_concurrent < 1:
+        raise dg.DagsterInvalidConfigError("threadpool executor", [], f"max_concurrent must be >= 1, got {max_concurrent}")
+    return ThreadPoolExecutor(retries=RetryMode.from_config(config["retries"]), max_concurrent=max_concurrent)
+
