@@ -1,0 +1,49 @@
+"""Generic idempotent upsert for Postgres: write a row only when a compared column really differs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+CHUNK_ROWS = 1000  # rows per INSERT statement; keeps statements a sane size for big days
+
+
+def dedupe_rows(rows: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
+    # Postgres refuses to update one row twice in one statement; the last occurrence (newest page) wins.
+    return list({tuple(row[k] for k in key): row for row in rows}.values())
+
+
+def upsert_rows(
+    conn: sa.Connection,
+    table: sa.Table,
+    rows: list[dict[str, Any]],
+    key: Sequence[str],
+    extra_set: Callable[[Any], dict[str, Any]] | None = None,
+    compare: Sequence[str] | None = None,
+) -> int:
+    """INSERT ... ON CONFLICT (key) DO UPDATE only rows whose `compare` columns (default: all given) differ."""
+    written = 0
+    cols = [c for c in rows[0] if c not in key]
+    compare = cols if compare is None else compare
+    for start in range(0, len(rows), CHUNK_ROWS):
+        stmt = pg_insert(table).values(rows[start : start + CHUNK_ROWS])
+        excluded = stmt.excluded
+        set_: dict[str, Any] = {c: excluded[c] for c in cols}
+        if "updated_at" in table.c:
+            set_["updated_at"] = sa.func.now()
+        if extra_set:
+            set_.update(extra_set(excluded))
+        changed = sa.tuple_(*(table.c[c] for c in compare)).is_distinct_from(
+            sa.tuple_(*(excluded[c] for c in compare))
+        )
+        written += conn.execute(stmt.on_conflict_do_update(index_elements=list(key), set_=set_, where=changed)).rowcount
+    return written
+
+
+def require_aware(value: dt.datetime, what: str) -> None:
+    if value.tzinfo is None:
+        raise ValueError(f"{what} must be timezone-aware (UTC), got naive {value.isoformat()}")
