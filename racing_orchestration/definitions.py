@@ -2,10 +2,14 @@
 
 import dagster as dg
 
+from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_schedule
+from racing_orchestration.ingestion.race_cards import race_cards
+from racing_orchestration.resources import racing_resources
+
 defs = dg.Definitions(
-    jobs=[],
-    schedules=[],
+    jobs=[morning_scrape],
+    schedules=[morning_scrape_schedule],
     sensors=[],
-    assets=[],
-    resources={},
+    assets=[race_cards],
+    resources=racing_resources(),
 )

@@ -1,0 +1,125 @@
+"""The `morning_scrape` job: one step per (category, country, date) combination, run concurrently in threads."""
+
+import datetime as dt
+
+import dagster as dg
+
+from racing_orchestration.ingestion.combinations import (
+    DEFAULT_CATEGORIES,
+    DEFAULT_COUNTRIES,
+    CombinationResult,
+    ScrapeCombination,
+    parse_days,
+    plan_combinations,
+    results_markdown,
+    scrape_days,
+    summarize,
+)
+from racing_orchestration.ingestion.scrape import scrape_combination_once
+from racing_orchestration.race_db.resource import RaceDatabase
+from racing_orchestration.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
+from racing_orchestration.settings import racing_timezone
+from racing_orchestration.tab.client import TabApiError, TabClient
+from racing_orchestration.tab.models import TabPayloadError
+from racing_orchestration.threaded_executor import threadpool_executor
+
+# The old scheduler's rule: a failed combination is tried again 30 minutes later, at most 3 times.
+COMBINATION_RETRY_DELAY_SECONDS = 1800
+COMBINATION_MAX_RETRIES = 3
+SCRAPE_CONCURRENCY = 8
+
+
+class ScrapePlanConfig(dg.Config):
+    categories: list[str] = list(DEFAULT_CATEGORIES)
+    countries: list[str] = list(DEFAULT_COUNTRIES)
+    dates: list[str] = []  # YYYY-MM-DD; empty means today and tomorrow in RACING_TIMEZONE
+
+
+class CombinationRetryConfig(dg.Config):
+    retry_delay_seconds: float = COMBINATION_RETRY_DELAY_SECONDS
+    max_retries: int = COMBINATION_MAX_RETRIES
+
+
+@dg.op(out=dg.DynamicOut(ScrapeCombination), description="Fan out one step per (category, country, date).")
+def plan_scrape_combinations(context: dg.OpExecutionContext, config: ScrapePlanConfig, race_db: RaceDatabase):
+    race_db.engine()  # fail fast, naming `racing db upgrade`, before fanning out if the schema is behind
+    try:
+        days = parse_days(config.dates) or scrape_days(dt.datetime.now(dt.UTC), racing_timezone())
+        combinations = plan_combinations(config.categories, config.countries, days)
+    except ValueError as exc:
+        raise dg.Failure(f"morning_scrape config is invalid: {exc}", allow_retries=False) from exc
+    context.log.info(f"Scraping {len(combinations)} combinations for {', '.join(map(str, days))}")
+    for combination in combinations:
+        yield dg.DynamicOutput(combination, mapping_key=combination.key)
+
+
+@dg.op(
+    # Declared so the UI shows the policy; the op raises RetryRequested itself so tests can shorten the delay
+    # and so the last attempt can give up gracefully (a failed combination must not fail the other ones).
+    retry_policy=dg.RetryPolicy(max_retries=COMBINATION_MAX_RETRIES, delay=COMBINATION_RETRY_DELAY_SECONDS),
+    description="Fetch one combination's meetings from the TAB API and store them.",
+)
+def scrape_combination(
+    context: dg.OpExecutionContext,
+    config: CombinationRetryConfig,
+    combination: ScrapeCombination,
+    tab_client: TabClient,
+    race_db: RaceDatabase,
+) -> CombinationResult:
+    attempt = context.retry_number
+    try:
+        result = scrape_combination_once(tab_client, race_db, combination, context.run_id)
+    except (TabApiError, TabPayloadError) as exc:
+        if attempt < config.max_retries:
+            context.log.warning(f"{combination.key} failed (attempt {attempt + 1}): {exc}; "
+                                f"retrying in {config.retry_delay_seconds:.0f} s")
+            raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=config.retry_delay_seconds) from exc
+        context.log.error(f"{combination.key} failed for good after {attempt + 1} attempts: {exc}")
+        result = CombinationResult(combination, "failed", attempts=attempt + 1, error=str(exc))
+    else:
+        result = result._replace(attempts=attempt + 1)
+    context.add_output_metadata(
+        {"status": result.status, "meetings": result.meetings, "races": result.races,
+         "api_requests": result.api_requests, "attempts": result.attempts, "error": result.error or ""}
+    )
+    return result
+
+
+@dg.op(description="Record the run's outcome (success / partial / failed) and its counts in the audit trail.")
+def summarize_scrape(context: dg.OpExecutionContext, results: list[CombinationResult]) -> dict:
+    summary = summarize(results)
+    failed = [r for r in results if r.status == "failed"]
+    error = "; ".join(f"{r.combination.key}: {r.error}" for r in failed) or None
+    record_outcome(context, summary.outcome, summary.ok + summary.empty, summary.failed, error)
+    metadata = {**summary._asdict(), "outcome": summary.outcome.value,
+                "combinations_table": dg.MetadataValue.md(results_markdown(results))}
+    context.add_output_metadata(metadata)
+    if summary.outcome == Outcome.FAILED:
+        raise dg.Failure(f"every combination failed: {error}", metadata={"failed": summary.failed})
+    return {k: (v.value if isinstance(v, Outcome) else v) for k, v in summary._asdict().items()}
+
+
+@dg.job(
+    executor_def=threadpool_executor.configured({"max_concurrent": SCRAPE_CONCURRENCY}),
+    tags={TAG_KIND: KIND_RACING},
+    description="06:00 scrape of the day's meetings and races (today and tomorrow) into the race database.",
+)
+def morning_scrape():
+    summarize_scrape(plan_scrape_combinations().map(scrape_combination).collect())
+
+
+def morning_scrape_run_config(days: list[dt.date]) -> dict:
+    return {"ops": {"plan_scrape_combinations": {"config": {"dates": [d.isoformat() for d in days]}}}}
+
+
+@dg.schedule(
+    cron_schedule="0 6 * * *",
+    job=morning_scrape,
+    execution_timezone=racing_timezone(),
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Scrape today's and tomorrow's meetings at 06:00 racing time.",
+)
+def morning_scrape_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest:
+    # Dates come from the scheduled time, not the wall clock, so a late (caught-up) run scrapes the right day.
+    days = scrape_days(context.scheduled_execution_time, racing_timezone())
+    return dg.RunRequest(run_config=morning_scrape_run_config(days), tags={"racing/scrape_day": days[0].isoformat()})

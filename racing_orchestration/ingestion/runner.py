@@ -1,0 +1,59 @@
+"""Running `morning_scrape` outside the daemon (the `racing scrape` command and tests), as a recorded run."""
+
+import datetime as dt
+import time
+from typing import NamedTuple
+
+import dagster as dg
+
+from racing_orchestration.ingestion.combinations import CombinationResult
+from racing_orchestration.run_outcome import outcome_of
+
+
+def resolved_morning_scrape() -> dg.JobDefinition:
+    """The job with its resources bound, as the code location defines it (reconstructable by module path)."""
+    from racing_orchestration.definitions import defs
+
+    return defs.resolve_job_def("morning_scrape")
+
+
+class ScrapeRun(NamedTuple):
+    run_id: str
+    success: bool
+    outcome: str
+    results: list[CombinationResult]
+    seconds: float
+
+
+def run_morning_scrape(
+    instance: dg.DagsterInstance,
+    days: list[dt.date] | None = None,
+    *,
+    categories: list[str] | None = None,
+    countries: list[str] | None = None,
+    max_retries: int = 0,
+) -> ScrapeRun:
+    """Execute morning_scrape once through the instance (threadpool executor); no retries by default."""
+    plan: dict = {}
+    if days:
+        plan["dates"] = [d.isoformat() for d in days]
+    if categories:
+        plan["categories"] = categories
+    if countries:
+        plan["countries"] = countries
+    run_config = {
+        "ops": {
+            "plan_scrape_combinations": {"config": plan},
+            "scrape_combination": {"config": {"max_retries": max_retries}},
+        }
+    }
+    job = dg.build_reconstructable_job("racing_orchestration.ingestion.runner", "resolved_morning_scrape")
+    started = time.monotonic()
+    with dg.execute_job(job, instance=instance, run_config=run_config, raise_on_error=False) as result:
+        seconds = time.monotonic() - started
+        try:
+            results = list(result.output_for_node("scrape_combination").values())
+        except dg.DagsterError:  # no combination step produced an output (e.g. the plan step failed)
+            results = []
+        run = instance.get_run_by_id(result.run_id)
+        return ScrapeRun(result.run_id, result.success, outcome_of(run.status, run.tags), results, seconds)

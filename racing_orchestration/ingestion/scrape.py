@@ -1,0 +1,40 @@
+"""One combination's scrape: list its meetings, store them and the API calls that fetched them."""
+
+from __future__ import annotations
+
+from racing_orchestration.ingestion.combinations import CombinationResult, ScrapeCombination
+from racing_orchestration.race_db.resource import RaceDatabase
+from racing_orchestration.race_db.store import record_scrapes, upsert_meetings
+from racing_orchestration.tab.client import TabClient
+
+
+def fork_client(tab_client: TabClient) -> TabClient:
+    """A client of the same configuration whose `calls` belong to one step (steps may run in parallel threads)."""
+    cls = type(tab_client)
+    fork = cls(**{name: getattr(tab_client, name) for name in cls.model_fields})
+    return fork.with_transport(fork._transport or tab_client._transport)  # noqa: SLF001 - the transport seam
+
+
+def scrape_combination_once(
+    tab_client: TabClient, race_db: RaceDatabase, combination: ScrapeCombination, run_id: str | None
+) -> CombinationResult:
+    """Fetch and store one combination; API errors propagate after their calls are recorded."""
+    client = fork_client(tab_client)
+    try:
+        meetings = client.list_meetings(combination.day, combination.category, combination.country)
+    except Exception:
+        with race_db.begin() as conn:
+            record_scrapes(conn, client.calls, run_id)
+        raise
+    finally:
+        client.close()
+    with race_db.begin() as conn:
+        counts = upsert_meetings(conn, meetings)
+        record_scrapes(conn, client.calls, run_id)
+    return CombinationResult(
+        combination=combination,
+        status="ok" if meetings else "empty",
+        meetings=counts.meetings,
+        races=counts.races,
+        api_requests=len(client.calls),
+    )
