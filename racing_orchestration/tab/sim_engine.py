@@ -97,18 +97,19 @@ class SimFeed:
             return self._days[date]
 
     def find_race(self, race_id: str) -> tuple[SimMeeting, SimRace] | None:
-        if race_id not in self._races:
-            self._warm_window()
+        self._warm_window(lambda: race_id in self._races)
         return self._races.get(race_id)
 
     def find_meeting(self, meeting_id: str) -> SimMeeting | None:
-        if meeting_id not in self._meetings:
-            self._warm_window()
+        self._warm_window(lambda: meeting_id in self._meetings)
         return self._meetings.get(meeting_id)
 
-    def _warm_window(self) -> None:
+    def _warm_window(self, found: Callable[[], bool]) -> None:
+        # Ids carry no date, so generate the days around the simulated today until the id is known.
         today = self.now().astimezone(NZ_TZ).date()
-        for delta in range(-2, 3):
+        for delta in (0, 1, -1, 2, -2):
+            if found() or self._dense is not None:
+                return
             self.day(today + dt.timedelta(days=delta))
 
     # --- faults and stats ---------------------------------------------------------------------------------
@@ -148,6 +149,10 @@ class SimFeed:
             "statuses": {k.removeprefix("status:"): v for k, v in counts.items() if k.startswith("status:")},
             "sim_now": self.now().isoformat(), "last_headers": dict(self.last_headers), "config": asdict(self.config),
         }
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._fault_queue.clear()
 
     def reset_stats(self) -> None:
         with self._lock:

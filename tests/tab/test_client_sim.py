@@ -1,0 +1,194 @@
+"""TabClient against the simulated feed over real HTTP: paging, headers, retries, faults and the call record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import time
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+
+from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError, retry_after_seconds
+from racing_orchestration.tab.models import TabPayloadError
+from racing_orchestration.tab.sim_day import NZ_TZ
+from racing_orchestration.tab.sim_feed import SimFeedConfig, SimFeedServer
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SimFeedServer]:
+    config = SimFeedConfig(seed=2, retry_after_seconds=1, timeout_fault_seconds=2.0)
+    with SimFeedServer(config) as running:
+        yield running
+
+
+@pytest.fixture
+def feed_server(server: SimFeedServer) -> SimFeedServer:
+    server.feed.clear_faults()
+    server.feed.reset_stats()
+    return server
+
+
+def make_client(server: SimFeedServer, **overrides: object) -> TabClient:
+    fields = {"base_url": server.base_url, "from_email": "ops@example.org", "partner_name": "Racing Orchestration",
+              "partner_id": "partner-42", "timeout_seconds": 0.5, "retry_backoff_seconds": 0.01}
+    return TabClient(**{**fields, **overrides})
+
+
+def today(server: SimFeedServer) -> dt.date:
+    return server.feed.now().astimezone(NZ_TZ).date()
+
+
+@pytest.mark.api
+def test_list_meetings_pages_until_exhausted(feed_server: SimFeedServer) -> None:
+    day = today(feed_server)
+    whole = make_client(feed_server).list_meetings(day, "G", "AUS")
+    client = make_client(feed_server, page_limit=2)
+    paged = client.list_meetings(day, "G", "AUS")
+    assert [m.meeting_id for m in paged] == [m.meeting_id for m in whole] and len(whole) >= 3
+    offsets = [call.params["offset"] for call in client.calls]
+    assert offsets == list(range(0, 2 * (len(whole) // 2 + 1), 2))  # the last page is short (or empty)
+    assert all(c.params["date_from"] == c.params["date_to"] == day.isoformat() for c in client.calls)
+    assert all(c.params["category"] == "G" and c.params["country"] == "AUS" for c in client.calls)
+    assert feed_server.stats()["requests"]["/meetings"] == 1 + len(client.calls)
+    assert all(m.category == "G" and m.country == "AUS" and m.date == day for m in paged)
+
+
+@pytest.mark.api
+def test_headers_identify_the_partner(feed_server: SimFeedServer) -> None:
+    client = make_client(feed_server, user_agent="racing-orchestration/0.1 (ops@example.org)")
+    client.list_meetings(today(feed_server), "T", "NZ")
+    headers = {k.lower(): v for k, v in feed_server.stats()["last_headers"].items()}
+    assert headers["from"] == "ops@example.org"
+    assert headers["x-partner"] == "Racing Orchestration"
+    assert headers["x-partner-id"] == "partner-42"
+    assert headers["user-agent"] == "racing-orchestration/0.1 (ops@example.org)"
+
+
+@pytest.mark.api
+def test_event_meeting_and_empty_combination(feed_server: SimFeedServer) -> None:
+    client = make_client(feed_server)
+    meeting = client.list_meetings(today(feed_server), "H", "NZ")[0]
+    assert client.get_meeting(meeting.meeting_id) == meeting
+    event = client.get_event(meeting.races[0].race_id)
+    assert event.race.event_id == meeting.races[0].race_id and event.race.meeting_id == meeting.meeting_id
+    assert event.runners and event.race.category == "H"
+    assert client.list_meetings(today(feed_server), "H", "UK") == []
+    assert [c.outcome for c in client.calls] == ["ok", "ok", "ok", "empty"]
+    assert [c.endpoint for c in client.calls] == ["/meetings", "/meetings/{id}", "/events/{id}", "/meetings"]
+    assert client.calls[0].items >= 1 and client.calls[3].items == 0
+
+
+@pytest.mark.api
+def test_transient_faults_are_retried_and_succeed(feed_server: SimFeedServer) -> None:
+    feed_server.feed.queue_faults("5xx", "timeout")
+    client = make_client(feed_server)
+    meetings = client.list_meetings(today(feed_server), "T", "AUS")
+    assert meetings
+    (call,) = client.calls
+    assert (call.outcome, call.attempts, call.status_code) == ("ok", 3, 200)
+    assert feed_server.stats()["faults"] == {"5xx": 1, "timeout": 1}
+
+
+@pytest.mark.api
+def test_persistent_faults_raise_transient_error(feed_server: SimFeedServer) -> None:
+    feed_server.feed.queue_faults("5xx", "5xx", "5xx")
+    client = make_client(feed_server)
+    with pytest.raises(TabTransientError, match=r"TAB /meetings /meetings: HTTP 503 \(gave up after 3 attempts\)"):
+        client.list_meetings(today(feed_server), "T", "NZ")
+    (call,) = client.calls
+    assert (call.outcome, call.attempts, call.status_code) == ("error", 3, 503)
+    assert "HTTP 503" in call.error
+
+
+@pytest.mark.api
+def test_timeouts_exhausted_raise_transient_error(feed_server: SimFeedServer) -> None:
+    feed_server.feed.queue_faults("timeout", "timeout")
+    client = make_client(feed_server, timeout_seconds=0.3, max_attempts=2)
+    started = time.monotonic()
+    with pytest.raises(TabTransientError, match="timeout after 0.3s"):
+        client.get_event("whatever")
+    assert time.monotonic() - started < 2.0  # the client gave up; it did not wait for the server
+    assert client.calls[0].status_code is None
+
+
+@pytest.mark.api
+def test_malformed_payload_is_reported_not_retried(feed_server: SimFeedServer) -> None:
+    feed_server.feed.queue_faults("malformed")
+    client = make_client(feed_server)
+    with pytest.raises(TabPayloadError, match=r"^TAB /meetings response: body is not valid JSON") as raised:
+        client.list_meetings(today(feed_server), "T", "NZ")
+    assert raised.value.endpoint == "/meetings"
+    assert client.calls[0].attempts == 1 and client.calls[0].outcome == "error"
+    assert feed_server.stats()["total"] == 1
+
+
+@pytest.mark.api
+def test_retry_after_is_honoured(feed_server: SimFeedServer) -> None:
+    feed_server.feed.queue_faults("429")
+    client = make_client(feed_server)
+    started = time.monotonic()
+    assert client.list_meetings(today(feed_server), "T", "NZ")
+    assert time.monotonic() - started >= 1.0  # the sim asks for one second; backoff alone is 10 ms
+    assert client.calls[0].attempts == 2
+
+
+@pytest.mark.api
+def test_retry_after_is_capped(feed_server: SimFeedServer) -> None:
+    feed_server.feed.queue_faults("429", "429", "429")
+    client = make_client(feed_server, retry_after_cap_seconds=0.1)
+    started = time.monotonic()
+    with pytest.raises(TabTransientError, match="HTTP 429"):
+        client.list_meetings(today(feed_server), "T", "NZ")
+    assert time.monotonic() - started < 0.9
+
+
+@pytest.mark.api
+def test_not_found_is_not_transient(feed_server: SimFeedServer) -> None:
+    client = make_client(feed_server, timeout_seconds=10)  # an unknown id makes the sim generate five days first
+    with pytest.raises(TabApiError, match=r"^TAB /events/\{id\} /events/no-such-race: HTTP 404 events/no-such-race not found$") as raised:
+        client.get_event("no-such-race")
+    assert not isinstance(raised.value, TabTransientError) and raised.value.status_code == 404
+    assert client.calls[0].attempts == 1 and feed_server.stats()["total"] == 1, feed_server.stats()
+
+
+@pytest.mark.api
+def test_connection_refused_is_transient() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    client = TabClient(base_url=f"http://127.0.0.1:{port}/affiliates/v1/racing", retry_backoff_seconds=0.01)
+    with pytest.raises(TabTransientError, match="connection error"):
+        client.get_event("x")
+    assert client.calls[0].attempts == 3
+
+
+@pytest.mark.api
+def test_resource_in_a_dagster_asset(feed_server: SimFeedServer) -> None:
+    day = today(feed_server)
+
+    @dg.asset
+    def nz_meetings(tab: TabClient) -> int:
+        meetings = tab.list_meetings(day, "T", "NZ")
+        assert [c.endpoint for c in tab.calls] == ["/meetings"]
+        return len(meetings)
+
+    result = dg.materialize([nz_meetings], resources={"tab": make_client(feed_server)})
+    assert result.success and result.output_for_node("nz_meetings") >= 1
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("header", "cap", "expected"),
+    [
+        (None, 10.0, None),
+        ("2", 10.0, 2.0),
+        ("120", 10.0, 10.0),  # capped
+        ("-5", 10.0, 0.0),
+        ("soon", 10.0, None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 10.0, 0.0),  # a date in the past: no wait
+    ],
+)
+def test_retry_after_seconds(header: str | None, cap: float, expected: float | None) -> None:
+    assert retry_after_seconds(header, cap) == expected
