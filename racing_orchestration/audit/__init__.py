@@ -1,0 +1,1 @@
+"""The audit trail: run retention (cleanup), audit queries and failure/freshness alerts."""

@@ -1,0 +1,109 @@
+"""Deleting runs in bulk: set-based SQL on SQL storages, `instance.delete_run` everywhere else.
+
+`DagsterInstance.delete_run` costs several round trips (and, on Postgres with its NullPool, several new connections) per
+run. For SQL storages whose event log is not sharded per run (Postgres, MySQL, consolidated SQLite) the same rows go with a
+handful of `DELETE ... WHERE run_id IN (...)` statements per batch, mirroring `SqlRunStorage.delete_run` and
+`SqlEventLogStorage.delete_events`: event_logs rows, the asset_event_tags of their materializations/observations, held
+concurrency slots and pending steps, run_tags and the runs rows. Neither path touches job snapshots or asset_keys, like
+Dagster's own delete. Events go first, so an interrupted batch leaves runs without events (pruned again next time),
+never orphaned events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import dagster as dg
+from dagster._core.storage.event_log.schema import (
+    AssetEventTagsTable,
+    ConcurrencySlotsTable,
+    PendingStepsTable,
+    SqlEventLogStorageTable,
+)
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
+from sqlalchemy import select, union
+
+_ASSET_EVENT_TYPES = [
+    dg.DagsterEventType.ASSET_MATERIALIZATION.value,
+    dg.DagsterEventType.ASSET_OBSERVATION.value,
+]
+
+
+class RunDeleter(Protocol):
+    def delete(self, run_ids: Sequence[str]) -> None: ...
+
+
+def delete_compute_logs(instance: dg.DagsterInstance, run_ids: Sequence[str]) -> None:
+    """Remove captured stdout/stderr: every manager keys a run's logs under the prefix [run_id] (#4498: delete_run does not)."""
+    manager = instance.compute_log_manager
+    for run_id in run_ids:
+        manager.delete_logs(prefix=[run_id])
+
+
+class InstanceRunDeleter:
+    """One `instance.delete_run` per run: works on every storage."""
+
+    def __init__(self, instance: dg.DagsterInstance):
+        self._instance = instance
+
+    def delete(self, run_ids: Sequence[str]) -> None:
+        for run_id in run_ids:
+            self._instance.delete_run(run_id)
+        delete_compute_logs(self._instance, run_ids)
+
+
+class SqlBulkRunDeleter:
+    """Set-based deletes through the storages' own SQLAlchemy connections."""
+
+    def __init__(self, instance: dg.DagsterInstance):
+        self._instance = instance
+        self._runs = instance.run_storage
+        self._events = instance.event_log_storage
+        if not supports_bulk_delete(instance):
+            raise TypeError(f"bulk delete needs SQL run storage and an unsharded SQL event log, got {type(self._events)}")
+
+    def delete(self, run_ids: Sequence[str]) -> None:
+        if not run_ids:
+            return
+        ids = list(run_ids)
+        events = SqlEventLogStorageTable
+        with self._events.index_connection() as conn:
+            asset_event_ids = select(events.c.id).where(
+                events.c.run_id.in_(ids), events.c.dagster_event_type.in_(_ASSET_EVENT_TYPES)
+            )
+            conn.execute(AssetEventTagsTable.delete().where(AssetEventTagsTable.c.event_id.in_(asset_event_ids)))
+            conn.execute(events.delete().where(events.c.run_id.in_(ids)))
+            slot_holders = self._runs_holding_concurrency(conn, ids)
+        # Rare for finished runs; Dagster's own method also hands freed slots to waiting steps.
+        for run_id in slot_holders:
+            self._events.free_concurrency_slots_for_run(run_id)
+        with self._runs.connect() as conn:
+            # run_tags cascade on Postgres; deleted explicitly for storages created without the foreign key.
+            conn.execute(RunTagsTable.delete().where(RunTagsTable.c.run_id.in_(ids)))
+            conn.execute(RunsTable.delete().where(RunsTable.c.run_id.in_(ids)))
+        delete_compute_logs(self._instance, ids)
+
+    def _runs_holding_concurrency(self, conn, ids: list[str]) -> list[str]:
+        if not self._events.supports_global_concurrency_limits:
+            return []
+        query = union(
+            select(ConcurrencySlotsTable.c.run_id).where(ConcurrencySlotsTable.c.run_id.in_(ids)),
+            select(PendingStepsTable.c.run_id).where(PendingStepsTable.c.run_id.in_(ids)),
+        )
+        return [row[0] for row in conn.execute(query)]
+
+
+def supports_bulk_delete(instance: dg.DagsterInstance) -> bool:
+    events = instance.event_log_storage
+    return (
+        isinstance(instance.run_storage, SqlRunStorage)
+        and isinstance(events, SqlEventLogStorage)
+        and not events.is_run_sharded
+    )
+
+
+def run_deleter_for(instance: dg.DagsterInstance) -> RunDeleter:
+    return SqlBulkRunDeleter(instance) if supports_bulk_delete(instance) else InstanceRunDeleter(instance)
