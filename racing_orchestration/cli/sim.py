@@ -47,9 +47,12 @@ def config_from_args(args: argparse.Namespace) -> SimFeedConfig:
 def run_sim(args: argparse.Namespace) -> int:
     server = SimFeedServer(config_from_args(args), host=args.host, port=args.port)
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    print(f"simulated TAB feed at {server.base_url} (stats: {server.root_url}/_sim/stats)", flush=True)
-    server.serve_until(stop)
+    previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print(f"simulated TAB feed at {server.base_url} (stats: {server.root_url}/_sim/stats)", flush=True)
+        server.serve_until(stop)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     print("simulated TAB feed stopped", flush=True)
     return 0
