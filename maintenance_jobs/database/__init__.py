@@ -1,0 +1,1 @@
+"""The task registry's Postgres schema, its Alembic migrations and engine handling."""

@@ -1,0 +1,126 @@
+"""Task registry models: what a task row may hold, validated with messages that name the field."""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from maintenance_jobs.executor_configs import BUILTIN_CONFIGS
+from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, validate_plugin_config
+from maintenance_jobs.schedule import CronFields
+
+_TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+PRIORITY_BANDS = "1-5 emergency, 10-30 user, 40-70 maintenance, 71-100 low"
+STATUSES = ("success", "failed", "timeout", "canceled")
+
+
+class TaskValidationError(ValueError):
+    """A task definition was rejected; `field` names what is wrong (dotted for nested config keys)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class TaskSpec(BaseModel):
+    """The writable part of a task row."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_name: str
+    service: str = Field(min_length=1, max_length=100)
+    executor: str = Field(min_length=1, max_length=100)
+    priority: int = Field(default=50, ge=1, le=100, description=PRIORITY_BANDS)
+    minute: int = Field(default=-1, ge=-1, le=59)
+    hour: int = Field(default=-1, ge=-1, le=23)
+    day_of_month: int = Field(default=-1, ge=-1, le=31)
+    month: int = Field(default=-1, ge=-1, le=12)
+    day_of_week: int = Field(default=-1, ge=-1, le=6, description="0 = Monday, -1 = any")
+    enabled: bool = True
+    description: str = ""
+    config: dict[str, Any] = {}
+    timeout_seconds: int = Field(default=3600, ge=1, le=86400)
+    max_retries: int = Field(default=0, ge=0, le=10)
+    created_by: str = Field(default="system", max_length=100)
+
+    @field_validator("task_name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _TASK_NAME.match(value):
+            raise ValueError("must be 1-200 letters, digits, '_', '.' or '-', starting with a letter or digit")
+        return value
+
+    @field_validator("day_of_month", "month")
+    @classmethod
+    def _not_zero(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("must be -1 (any) or start at 1")
+        return value
+
+    @property
+    def cron_fields(self) -> CronFields:
+        return CronFields(self.minute, self.hour, self.day_of_month, self.month, self.day_of_week)
+
+
+class Task(TaskSpec):
+    """A stored task row, with the fields the system maintains."""
+
+    model_config = ConfigDict(extra="ignore", from_attributes=True)
+
+    id: int
+    last_run: dt.datetime | None = None
+    last_status: str | None = None
+    last_duration_seconds: float | None = None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+READ_ONLY_FIELDS = frozenset(Task.model_fields) - frozenset(TaskSpec.model_fields)
+
+
+def _first_error(exc: ValidationError, prefix: str = "") -> TaskValidationError:
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "") or "task"
+    return TaskValidationError(field, error["msg"].removeprefix("Value error, "))
+
+
+def validate_executor_config(executor: str, config: Mapping[str, Any]) -> None:
+    """Reject unknown executors and configs the executor cannot accept."""
+    if executor in BUILTIN_CONFIGS:
+        try:
+            BUILTIN_CONFIGS[executor].model_validate(dict(config))
+        except ValidationError as exc:
+            raise _first_error(exc, "config") from None
+        return
+    try:
+        plugin = load_plugin(executor)
+    except PluginNotFound as exc:
+        raise TaskValidationError("executor", str(exc)) from None
+    try:
+        validate_plugin_config(plugin, dict(config))
+    except ValidationError as exc:
+        raise _first_error(exc, "config") from None
+
+
+def validate_task(data: Mapping[str, Any]) -> TaskSpec:
+    """A validated task spec, or TaskValidationError naming the first bad field."""
+    unknown = sorted(set(data) - set(TaskSpec.model_fields))
+    if unknown:
+        what = "is read-only" if unknown[0] in READ_ONLY_FIELDS else "is not a task field"
+        raise TaskValidationError(unknown[0], what)
+    try:
+        spec = TaskSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+    if spec.month != -1 and spec.day_of_month != -1:
+        longest = calendar.monthrange(2024, spec.month)[1]  # 2024 is a leap year: Feb 29 is allowed
+        if spec.day_of_month > longest:
+            raise TaskValidationError("day_of_month", f"{spec.day_of_month} never occurs in month {spec.month}")
+    validate_executor_config(spec.executor, spec.config)
+    return spec

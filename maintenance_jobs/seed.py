@@ -1,0 +1,69 @@
+"""First-start seeding of the registry from `seed_tasks.yaml`.
+
+Seeding happens once per registry: the first time, every seed task whose name is free is inserted and the fact is
+recorded in `maintenance_registry_meta`. Later starts insert nothing, so an operator's edits and deletions stand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+import yaml
+from sqlalchemy.dialects.postgresql import insert
+
+from maintenance_jobs.database.engine import registry_engine
+from maintenance_jobs.database.migrate import upgrade
+from maintenance_jobs.database.tables import registry_meta, scheduled_tasks
+from maintenance_jobs.models import TaskSpec, TaskValidationError, validate_task
+
+SEED_FILE = Path(__file__).resolve().parent / "seed_tasks.yaml"
+SEEDED_KEY = "seeded_at"
+_SEED_LOCK_ID = 0x6D61696E75
+
+
+def load_seed_tasks(path: Path = SEED_FILE) -> list[TaskSpec]:
+    """The seed file's tasks, validated like any other task (errors name the task and field)."""
+    document = yaml.safe_load(path.read_text()) or {}
+    specs = []
+    for index, data in enumerate(document.get("tasks") or []):
+        try:
+            specs.append(validate_task(data))
+        except TaskValidationError as exc:
+            name = data.get("task_name", f"#{index}") if isinstance(data, dict) else f"#{index}"
+            raise TaskValidationError(exc.field, f"seed task {name}: {exc.message}") from None
+    return specs
+
+
+def seed_registry(engine: sa.Engine, path: Path = SEED_FILE) -> list[str]:
+    """Insert the seed tasks if this registry was never seeded; returns the names inserted."""
+    specs = load_seed_tasks(path)
+    with engine.begin() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": _SEED_LOCK_ID})
+        if conn.execute(sa.select(registry_meta.c.value).where(registry_meta.c.key == SEEDED_KEY)).first():
+            return []
+        inserted = []
+        for spec in specs:
+            row = conn.execute(
+                insert(scheduled_tasks)
+                .values(**spec.model_dump())
+                .on_conflict_do_nothing(index_elements=["task_name"])
+                .returning(scheduled_tasks.c.task_name)
+            ).first()
+            if row is not None:
+                inserted.append(row.task_name)
+        conn.execute(registry_meta.insert().values(key=SEEDED_KEY, value=sa.func.now().cast(sa.Text)))
+    return inserted
+
+
+_prepared: set[str] = set()
+
+
+def prepare_registry(database_url: str) -> list[str]:
+    """Migrate and seed the registry once per process (cheap on later calls); returns newly seeded names."""
+    if database_url in _prepared:
+        return []
+    upgrade(database_url)
+    inserted = seed_registry(registry_engine(database_url))
+    _prepared.add(database_url)
+    return inserted

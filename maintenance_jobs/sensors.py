@@ -1,0 +1,111 @@
+"""The dispatcher (launches due tasks every minute) and the sensors that write run results back to the registry."""
+
+# No `from __future__ import annotations`: Dagster reads op/sensor parameter types at definition time.
+
+import datetime as dt
+from collections.abc import Iterable
+
+import dagster as dg
+from maintenance_jobs.dispatch import scheduled_run_request
+from maintenance_jobs.jobs import MAINTENANCE_JOBS
+from maintenance_jobs.registry import due_runs, record_run_end
+from maintenance_jobs.resources import MaintenanceRegistryResource
+from maintenance_jobs.schedule import plan_window, wall_clock_slots
+from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
+
+# run monitoring's message when it cancels a run for exceeding dagster/max_runtime
+_MAX_RUNTIME_MARKER = "exceeding maximum runtime"
+
+
+def parse_cursor(cursor: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(cursor) if cursor else None
+
+
+def dispatch_tick(
+    registry: MaintenanceRegistryResource, cursor: str | None, now: dt.datetime
+) -> dg.SensorResult:
+    """Run requests for every enabled task due in (cursor, now], most urgent first, and the new cursor."""
+    window = plan_window(parse_cursor(cursor), now, registry.max_catchup_minutes)
+    new_cursor = window.cursor.isoformat() if window.cursor else cursor
+    if not window.minutes:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"minute {new_cursor} already evaluated"), cursor=new_cursor)
+    due = due_runs(registry.engine(), wall_clock_slots(window.minutes, registry.timezone))
+    requests = [scheduled_run_request(d.task, d.minute, registry.timezone) for d in due]
+    span = f"{window.minutes[0].isoformat()}..{window.minutes[-1].isoformat()}"
+    skipped = ""
+    if window.skipped_minutes:
+        skipped = f"; catch-up limited to {len(window.minutes)} minutes, {window.skipped_minutes} older minutes skipped"
+    if not requests:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"no task due in {span}{skipped}"), cursor=new_cursor)
+    return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+
+
+@dg.sensor(
+    name="maintenance_dispatcher",
+    jobs=MAINTENANCE_JOBS,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every minute: launch each enabled registry task due since the last evaluated minute.",
+)
+def maintenance_dispatcher(
+    context: dg.SensorEvaluationContext, maintenance_registry: MaintenanceRegistryResource
+) -> dg.SensorResult:
+    result = dispatch_tick(maintenance_registry, context.cursor, dt.datetime.now(dt.UTC))
+    if result.skip_reason and "skipped" in (result.skip_reason.skip_message or ""):
+        context.log.warning(result.skip_reason.skip_message)
+    return result
+
+
+def classify_run_end(status: dg.DagsterRunStatus, canceling_messages: Iterable[str]) -> str:
+    """The registry status of a finished run: success, failed, timeout (max runtime exceeded) or canceled."""
+    if any(_MAX_RUNTIME_MARKER in (m or "") for m in canceling_messages):
+        return "timeout"
+    if status == dg.DagsterRunStatus.SUCCESS:
+        return "success"
+    if status == dg.DagsterRunStatus.CANCELED:
+        return "canceled"
+    return "failed"
+
+
+def record_finished_run(instance: dg.DagsterInstance, run: dg.DagsterRun, registry: MaintenanceRegistryResource) -> str:
+    """Write a finished run's status, start and duration to its task row and tag the run with the status."""
+    task_name = run.tags.get(TAG_TASK)
+    if not task_name:
+        return "no task tag"
+    canceling = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_CANCELING).records
+    status = classify_run_end(run.status, [r.event_log_entry.user_message for r in canceling])
+    record = instance.get_run_record_by_id(run.run_id)
+    start = record.start_time if record else None
+    end = record.end_time if record else None
+    started_at = dt.datetime.fromtimestamp(start or end or dt.datetime.now(dt.UTC).timestamp(), dt.UTC)
+    duration = round(end - start, 3) if start and end else None
+    record_run_end(registry.engine(), task_name, started_at=started_at, status=status, duration_seconds=duration)
+    instance.add_run_tags(run.run_id, {TAG_STATUS: status})
+    return status
+
+
+def _status_sensor(name: str, run_status: dg.DagsterRunStatus) -> dg.RunStatusSensorDefinition:
+    @dg.run_status_sensor(
+        name=name,
+        run_status=run_status,
+        monitored_jobs=MAINTENANCE_JOBS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=15,
+        description=f"Record {run_status.value} maintenance runs in the task registry.",
+    )
+    def _sensor(context: dg.RunStatusSensorContext, maintenance_registry: MaintenanceRegistryResource):
+        status = record_finished_run(context.instance, context.dagster_run, maintenance_registry)
+        context.log.info(f"{context.dagster_run.run_id}: recorded {status}")
+
+    return _sensor
+
+
+record_maintenance_success = _status_sensor("record_maintenance_success", dg.DagsterRunStatus.SUCCESS)
+record_maintenance_failure = _status_sensor("record_maintenance_failure", dg.DagsterRunStatus.FAILURE)
+record_maintenance_canceled = _status_sensor("record_maintenance_canceled", dg.DagsterRunStatus.CANCELED)
+MAINTENANCE_SENSORS = [
+    maintenance_dispatcher,
+    record_maintenance_success,
+    record_maintenance_failure,
+    record_maintenance_canceled,
+]

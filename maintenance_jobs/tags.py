@@ -1,0 +1,15 @@
+"""Run tags of maintenance runs: what the UI, the REST API and the run status sensors read back."""
+
+from __future__ import annotations
+
+TAG_TASK = "maintenance/task"
+TAG_SERVICE = "maintenance/service"
+TAG_EXECUTOR = "maintenance/executor"
+TAG_TRIGGERED_BY = "maintenance/triggered_by"  # scheduler | manual | retry
+TAG_PRIORITY = "maintenance/priority"  # the task's 1-100 priority (1 = most urgent)
+TAG_SCHEDULED_MINUTE = "maintenance/scheduled_minute"  # local ISO minute the scheduler ran it for
+TAG_OUTPUT = "maintenance/output"  # the executor's message (scrubbed, truncated)
+TAG_STATUS = "maintenance/status"  # success | failed | timeout | canceled, written when the run ends
+
+TRIGGERED_BY = ("scheduler", "manual", "retry")
+MAX_TAG_CHARS = 500
