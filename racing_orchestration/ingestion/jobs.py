@@ -26,7 +26,6 @@ from racing_orchestration.threaded_executor import threadpool_executor
 # The old scheduler's rule: a failed combination is tried again 30 minutes later, at most 3 times.
 COMBINATION_RETRY_DELAY_SECONDS = 1800
 COMBINATION_MAX_RETRIES = 3
-SCRAPE_CONCURRENCY = 8
 
 
 class ScrapePlanConfig(dg.Config):
@@ -100,7 +99,8 @@ def summarize_scrape(context: dg.OpExecutionContext, results: list[CombinationRe
 
 
 @dg.job(
-    executor_def=threadpool_executor.configured({"max_concurrent": SCRAPE_CONCURRENCY}),
+    # Combinations are I/O-bound: up to 8 run at once (run config `execution.config.max_concurrent` tunes it).
+    executor_def=threadpool_executor,
     tags={TAG_KIND: KIND_RACING},
     description="06:00 scrape of the day's meetings and races (today and tomorrow) into the race database.",
 )

@@ -11,10 +11,11 @@ from racing_orchestration.run_outcome import outcome_of
 
 
 def resolved_morning_scrape() -> dg.JobDefinition:
-    """The job with its resources bound, as the code location defines it (reconstructable by module path)."""
-    from racing_orchestration.definitions import defs
+    """The job with its resources bound from the environment now (reconstructable by module path)."""
+    from racing_orchestration.ingestion.jobs import morning_scrape
+    from racing_orchestration.resources import racing_resources
 
-    return defs.resolve_job_def("morning_scrape")
+    return dg.Definitions(jobs=[morning_scrape], resources=racing_resources()).resolve_job_def("morning_scrape")
 
 
 class ScrapeRun(NamedTuple):
@@ -32,6 +33,7 @@ def run_morning_scrape(
     categories: list[str] | None = None,
     countries: list[str] | None = None,
     max_retries: int = 0,
+    max_concurrent: int | None = None,
 ) -> ScrapeRun:
     """Execute morning_scrape once through the instance (threadpool executor); no retries by default."""
     plan: dict = {}
@@ -47,6 +49,8 @@ def run_morning_scrape(
             "scrape_combination": {"config": {"max_retries": max_retries}},
         }
     }
+    if max_concurrent is not None:
+        run_config["execution"] = {"config": {"max_concurrent": max_concurrent}}
     job = dg.build_reconstructable_job("racing_orchestration.ingestion.runner", "resolved_morning_scrape")
     started = time.monotonic()
     with dg.execute_job(job, instance=instance, run_config=run_config, raise_on_error=False) as result:

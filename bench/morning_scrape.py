@@ -1,0 +1,93 @@
+"""Benchmark: morning_scrape wall time, threaded versus strictly sequential, and API requests versus the minimum.
+
+The simulated feed answers every request after 100 ms of injected latency; 60 combinations (3 categories x 10
+countries x 2 days). Both variants run the same job through `execute_job` against Postgres run storage and a
+Postgres race database, in one process, alternating, so the ratio is measured side by side.
+
+    .venv/bin/python bench/morning_scrape.py [--repeats 3] [--threads 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+COUNTRIES = ["NZ", "AUS", "UK", "IRE", "FR", "USA", "SAF", "JPN", "SGP", "HK"]
+LATENCY_MS = 100.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=8)
+    args = parser.parse_args()
+
+    import dagster as dg
+
+    from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
+    from racing_orchestration.race_db import upgrade
+    from racing_orchestration.tab.sim_engine import SimFeedConfig
+    from racing_orchestration.tab.sim_feed import SimFeedServer
+
+    server = start_embedded_postgres(Path(tempfile.mkdtemp(prefix="bench-pg-")) / "pgdata", delete_on_exit=True)
+    server_url = psycopg2_url(server.get_uri())
+    racing_url = ensure_database(server_url, "racing")
+    upgrade(racing_url)
+    dagster_url = ensure_database(server_url, "dagster")
+    feed = SimFeedServer(SimFeedConfig(seed=11, latency_ms=LATENCY_MS)).start()
+    os.environ["RACING_DATABASE_URL"] = racing_url
+    os.environ["TAB_API_BASE_URL"] = feed.base_url
+
+    from racing_orchestration.ingestion.runner import run_morning_scrape
+    from racing_orchestration.tab.client import TabClient
+
+    today = dt.date.today()
+    days = [today, today + dt.timedelta(days=1)]
+    page_limit = TabClient.model_fields["page_limit"].default
+    timings: dict[str, list[float]] = {"threaded": [], "sequential": []}
+    requests: dict[str, list[int]] = {"threaded": [], "sequential": []}
+    minimum = None
+    with dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": dagster_url}}}) as instance:
+        for _ in range(args.repeats):
+            for name, threads in (("threaded", args.threads), ("sequential", 1)):
+                before = feed.stats()["total"]
+                run = run_morning_scrape(instance, days, countries=COUNTRIES, max_concurrent=threads)
+                assert run.success and run.outcome == "success", run
+                assert len(run.results) == 60, len(run.results)
+                timings[name].append(run.seconds)
+                requests[name].append(feed.stats()["total"] - before)
+                # Fewest requests possible: one page per combination, more only for combinations past a page.
+                minimum = sum(max(1, math.ceil(r.meetings / page_limit)) for r in run.results)
+    feed.stop()
+    server.cleanup()
+
+    threaded, sequential = statistics.median(timings["threaded"]), statistics.median(timings["sequential"])
+    reqs = statistics.median(requests["threaded"])
+    ideal = reqs * LATENCY_MS / 1000 / args.threads
+    print(f"machine: {os.cpu_count()} cores, {_cpu_model()}")
+    print(f"combinations: 60, latency {LATENCY_MS:.0f} ms, threads {args.threads}, repeats {args.repeats}")
+    print(f"threaded   median {threaded:6.2f} s  runs {[round(t, 2) for t in timings['threaded']]}")
+    print(f"sequential median {sequential:6.2f} s  runs {[round(t, 2) for t in timings['sequential']]}")
+    print(f"speed-up {sequential / threaded:.1f}x (goal >= 8x)")
+    print(f"ideal (requests x latency / threads) {ideal:.2f} s; threaded / ideal = {threaded / ideal:.1f}x (goal <= 1.5x)")
+    print(f"API requests per run {reqs:.0f}, minimum {minimum} (sequential {statistics.median(requests['sequential']):.0f})")
+    return 0
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
