@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -86,6 +87,7 @@ class TabClient(dg.ConfigurableResource):
     _http: httpx.Client | None = PrivateAttr(default=None)
     _transport: httpx.BaseTransport | None = PrivateAttr(default=None)
     _calls: list[ApiCall] = PrivateAttr(default_factory=list)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @property
     def calls(self) -> list[ApiCall]:
@@ -97,6 +99,11 @@ class TabClient(dg.ConfigurableResource):
         self._transport = transport
         return self
 
+    def fork(self) -> TabClient:
+        """A client of the same configuration and transport with its own `calls` and connections (one per step)."""
+        fork = type(self)(**{name: getattr(self, name) for name in type(self).model_fields})
+        return fork.with_transport(self._transport)
+
     def headers(self) -> dict[str, str]:
         # The API asks partners to identify themselves so they are not blocked or rate limited.
         headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
@@ -106,20 +113,25 @@ class TabClient(dg.ConfigurableResource):
         return headers
 
     def _client(self) -> httpx.Client:
-        if self._http is None:
-            self._http = httpx.Client(
-                base_url=self.base_url.rstrip("/"),
-                headers=self.headers(),
-                timeout=httpx.Timeout(self.timeout_seconds, connect=min(self.timeout_seconds, 5.0)),
-                transport=self._transport,
-                limits=httpx.Limits(max_connections=20, max_keepalive_connections=20),
-            )
-        return self._http
+        with self._lock:  # steps may share one resource across threads; create one connection pool only
+            if self._http is None:
+                self._http = self._new_http_client()
+            return self._http
+
+    def _new_http_client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url.rstrip("/"),
+            headers=self.headers(),
+            timeout=httpx.Timeout(self.timeout_seconds, connect=min(self.timeout_seconds, 5.0)),
+            transport=self._transport,
+            limits=httpx.Limits(max_connections=20, max_keepalive_connections=20),
+        )
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        with self._lock:
+            if self._http is not None:
+                self._http.close()
+                self._http = None
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         self.close()

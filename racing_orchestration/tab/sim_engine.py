@@ -66,6 +66,7 @@ class SimFeed:
         self._fault_queue: list[str] = []
         self._counts: Counter[str] = Counter()
         self.last_headers: dict[str, str] = {}
+        self._peers: set[str] = set()  # client (host, port)s seen: how many connections clients opened
         self.lifecycle = Lifecycle(dt.timedelta(seconds=config.interim_after_seconds),
                                    dt.timedelta(seconds=config.final_after_seconds))
         self._dense: list[SimMeeting] | None = None
@@ -147,7 +148,7 @@ class SimFeed:
             "requests": api, "total": sum(api.values()),
             "faults": {k.removeprefix("fault:"): v for k, v in counts.items() if k.startswith("fault:")},
             "statuses": {k.removeprefix("status:"): v for k, v in counts.items() if k.startswith("status:")},
-            "sim_now": self.now().isoformat(), "last_headers": dict(self.last_headers), "config": asdict(self.config),
+            "connections": len(self._peers), "sim_now": self.now().isoformat(), "last_headers": dict(self.last_headers), "config": asdict(self.config),
         }
 
     def clear_faults(self) -> None:
@@ -157,9 +158,12 @@ class SimFeed:
     def reset_stats(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._peers.clear()
 
     # --- routing ------------------------------------------------------------------------------------------
-    def handle(self, method: str, target: str, headers: dict[str, str], body: bytes = b"") -> SimResponse:
+    def handle(
+        self, method: str, target: str, headers: dict[str, str], body: bytes = b"", peer: str | None = None
+    ) -> SimResponse:
         url = urlsplit(target)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if url.path.startswith("/_sim/"):
@@ -171,7 +175,10 @@ class SimFeed:
         parts = route.strip("/").split("/")
         endpoint = "/" + parts[0] + ("/{id}" if len(parts) == 2 else "")
         self.count(endpoint)
-        self.last_headers = dict(headers)
+        with self._lock:
+            self.last_headers = dict(headers)
+            if peer:
+                self._peers.add(peer)
         response = self._fault(self.draw_fault(), target) or self._api(method, parts, query, target)
         response.hold_seconds += self.config.latency_ms / 1000
         self.count(f"status:{response.status if not response.drop else 'dropped'}")

@@ -24,7 +24,8 @@ def _handler_for(feed: SimFeed, stopping: threading.Event) -> type[BaseHTTPReque
         def _serve(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
-            response: SimResponse = feed.handle(self.command, self.path, dict(self.headers.items()), body)
+            peer = "%s:%s" % self.client_address[:2]
+            response: SimResponse = feed.handle(self.command, self.path, dict(self.headers.items()), body, peer)
             if response.hold_seconds > 0 and stopping.wait(response.hold_seconds):
                 response.drop = True  # shutting down: do not finish a held request
             if response.drop:

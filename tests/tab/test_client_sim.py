@@ -67,6 +67,20 @@ def test_headers_identify_the_partner(feed_server: SimFeedServer) -> None:
 
 
 @pytest.mark.api
+def test_connections_are_reused_and_forks_keep_their_own_calls(feed_server: SimFeedServer) -> None:
+    client = make_client(feed_server)
+    for category in "THG":
+        client.list_meetings(today(feed_server), category, "AUS")
+    assert feed_server.stats()["connections"] == 1 and feed_server.stats()["total"] == 3
+    fork = client.fork()
+    assert fork.model_dump() == client.model_dump() and fork.calls == []
+    fork.list_meetings(today(feed_server), "T", "NZ")
+    assert len(fork.calls) == 1 and len(client.calls) == 3
+    fork.close()
+    client.close()
+
+
+@pytest.mark.api
 def test_event_meeting_and_empty_combination(feed_server: SimFeedServer) -> None:
     client = make_client(feed_server)
     meeting = client.list_meetings(today(feed_server), "H", "NZ")[0]
