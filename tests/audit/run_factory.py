@@ -98,15 +98,16 @@ class RunFactory:
         age_days: float = 0,
         parent: dg.DagsterRun | None = None,
         retry_number: int = 1,
+        job: dg.JobDefinition = audit_sample_job,
     ) -> dg.DagsterRun:
         """A run created and driven to `status` by reporting the events a launcher would report."""
         all_tags = dict(tags or {})
         if parent is not None:
             all_tags.update(retry_tags(parent, retry_number))
         run = self.instance.create_run_for_job(
-            audit_sample_job,
+            job,
             status=dg.DagsterRunStatus.QUEUED if status == dg.DagsterRunStatus.QUEUED else None,
-            remote_job_origin=remote_origin_for(audit_sample_job.name),
+            remote_job_origin=remote_origin_for(job.name),
             tags=all_tags,
             parent_run_id=parent.run_id if parent else None,
             root_run_id=(parent.root_run_id or parent.run_id) if parent else None,
