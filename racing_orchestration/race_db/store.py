@@ -148,7 +148,8 @@ def upsert_event(conn: sa.Connection, event: Event) -> int:
         for r in event.runners
     ]
     if runner_rows:
-        written += upsert_rows(conn, schema.runners, dedupe_rows(runner_rows, ["runner_number"]), ["race_id", "runner_number"])
+        runner_rows = dedupe_rows(runner_rows, ["runner_number"])
+        written += upsert_rows(conn, schema.runners, runner_rows, ["race_id", "runner_number"])
     return written
 
 
@@ -182,7 +183,8 @@ def store_odds_snapshot(
         }
         for r in runners
     ]
-    return upsert_rows(conn, schema.odds_snapshots, dedupe_rows(rows, ["runner_number"]), ["race_id", "runner_number", "checkpoint"])
+    key = ["race_id", "runner_number", "checkpoint"]
+    return upsert_rows(conn, schema.odds_snapshots, dedupe_rows(rows, ["runner_number"]), key)
 
 
 def store_results(conn: sa.Connection, race_id: str, results: list[Result], provisional: bool) -> int:
@@ -191,7 +193,9 @@ def store_results(conn: sa.Connection, race_id: str, results: list[Result], prov
         return 0
     numbers = [r.runner_number for r in results]
     if duplicated := sorted({n for n in numbers if numbers.count(n) > 1}):
-        raise ValueError(f"results for race {race_id!r} list runner(s) {duplicated} more than once; nothing was written")
+        raise ValueError(
+            f"results for race {race_id!r} list runner(s) {duplicated} more than once; nothing was written"
+        )
     _require_race(conn, race_id, "results")
     rows = [
         {
@@ -205,7 +209,7 @@ def store_results(conn: sa.Connection, race_id: str, results: list[Result], prov
         }
         for r in results
     ]
-    written = upsert_rows(conn, schema.results, rows, ["race_id", "runner_number"])
+    written = upsert_rows(conn, schema.results, dedupe_rows(rows, ["runner_number"]), ["race_id", "runner_number"])
     stale = sa.delete(schema.results).where(
         schema.results.c.race_id == race_id, schema.results.c.runner_number.not_in(numbers)
     )

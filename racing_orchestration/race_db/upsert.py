@@ -13,8 +13,13 @@ CHUNK_ROWS = 1000  # rows per INSERT statement; keeps statements a sane size for
 
 
 def dedupe_rows(rows: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
-    # Postgres refuses to update one row twice in one statement; the last occurrence (newest page) wins.
-    return list({tuple(row[k] for k in key): row for row in rows}.values())
+    """Rows unique by `key`, sorted by it.
+
+    Postgres refuses to update one row twice in one statement, so the last occurrence (newest page) wins; sorting
+    makes concurrent writers (the morning scrape's parallel steps) lock rows in the same order, avoiding deadlocks.
+    """
+    unique = {tuple(row[k] for k in key): row for row in rows}
+    return [unique[k] for k in sorted(unique)]
 
 
 def upsert_rows(

@@ -187,7 +187,7 @@ def test_interim_and_final_dividends_are_kept_apart(stored_day: sa.Engine, awapu
     assert win.positions == [[2, 1]]
 
 
-def test_interim_only_then_final_adds_rows_without_touching_interim(stored_day: sa.Engine, awapuni_event: Event) -> None:
+def test_interim_only_then_final_adds_rows_beside_interim(stored_day: sa.Engine, awapuni_event: Event) -> None:
     race_id = awapuni_event.race.event_id
     interim_rows = [d for d in awapuni_event.dividends if d.status == "Interim"]
     with stored_day.begin() as conn:

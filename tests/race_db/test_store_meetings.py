@@ -96,7 +96,8 @@ def test_races_starting_between_and_for_day(engine: sa.Engine, sample_meetings: 
     assert [r.start_time for r in everything] == sorted(r.start_time for r in everything)
     assert everything[0].meeting_name  # joined from meetings, for run tags
     nz_start = dt.datetime(2025, 7, 16, 12, 0, tzinfo=dt.UTC)  # 2025-07-17 00:00 NZST
-    assert {r.race_id for r in day} == {r.race_id for r in races if nz_start <= r.start_time < nz_start + dt.timedelta(days=1)}
+    nz_end = nz_start + dt.timedelta(days=1)
+    assert {r.race_id for r in day} == {r.race_id for r in races if nz_start <= r.start_time < nz_end}
     assert {r.race_id for r in day} != {r.race_id for r in utc_day}  # the timezone matters
 
 
