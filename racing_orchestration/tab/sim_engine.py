@@ -17,6 +17,7 @@ from racing_orchestration.tab.sim_payloads import Lifecycle, envelope, error_env
 
 API_PREFIX = "/affiliates/v1/racing"
 FAULT_KINDS = ("5xx", "timeout", "malformed", "429")
+MAX_CACHED_DAYS = 14  # ~1 MB a day; a backfill over months must not grow the sim without bound
 
 
 @dataclass
@@ -95,7 +96,16 @@ class SimFeed:
             if date not in self._days:
                 self._days[date] = generate_day(self.config.seed, date)
                 self._index(self._days[date])
+                while len(self._days) > MAX_CACHED_DAYS:
+                    self._forget(self._days.pop(next(iter(self._days))))
             return self._days[date]
+
+    def _forget(self, meetings: list[SimMeeting]) -> None:
+        # Evicted days regenerate identically (same seed and date) if asked for again.
+        for meeting in meetings:
+            self._meetings.pop(meeting.meeting_id, None)
+            for race in meeting.races:
+                self._races.pop(race.race_id, None)
 
     def find_race(self, race_id: str) -> tuple[SimMeeting, SimRace] | None:
         self._warm_window(lambda: race_id in self._races)

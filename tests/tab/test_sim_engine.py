@@ -84,6 +84,19 @@ def test_whole_day_shape_matches_the_real_api() -> None:
     assert {m.category for m in meetings} == {"T", "H", "G"}
 
 
+def test_day_cache_is_bounded_and_evicted_days_come_back_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("racing_orchestration.tab.sim_engine.MAX_CACHED_DAYS", 2)
+    clock = FakeClock()
+    feed = SimFeed(SimFeedConfig(seed=1), now=clock)
+    first = get(feed, f"{PREFIX}/meetings?date_from=2026-03-11")[1]
+    race_id = first["data"]["meetings"][0]["races"][0]["id"]
+    for day in ("2026-03-20", "2026-03-21"):
+        get(feed, f"{PREFIX}/meetings?date_from={day}")
+    assert race_id not in feed._races  # noqa: SLF001 - the eviction is the point
+    assert get(feed, f"{PREFIX}/meetings?date_from=2026-03-11")[1] == first
+    assert get(feed, f"{PREFIX}/events/{race_id}")[0] == 200
+
+
 def test_paging_and_limit_cap() -> None:
     feed = SimFeed(SimFeedConfig(seed=1), now=FakeClock())
     everything = get(feed, f"{PREFIX}/meetings?date_from=2026-03-11&limit=500")[1]
