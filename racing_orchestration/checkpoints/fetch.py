@@ -1,0 +1,47 @@
+"""Checkpoint runs' shared I/O: fetch one event with its API calls recorded, and keep the ledger row current."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from racing_orchestration.ingestion.scrape import fork_client
+from racing_orchestration.race_db.checkpoints import update_checkpoint
+from racing_orchestration.race_db.resource import RaceDatabase
+from racing_orchestration.race_db.store import record_scrapes
+from racing_orchestration.tab.client import ApiCall, TabClient
+from racing_orchestration.tab.models import Event
+
+TAG_RACE_ID = "racing/race_id"  # dagster.yaml limits runs to one per value of this tag
+TAG_MEETING_ID = "racing/meeting_id"
+TAG_CHECKPOINT = "racing/checkpoint"
+TAG_SCHEDULED_FOR = "racing/scheduled_for"
+TAG_LATE = "racing/late"
+TAG_TRIGGERED_BY = "racing/triggered_by"
+TAG_PROVISIONAL = "racing/provisional"
+
+
+def fetch_event(tab_client: TabClient, race_db: RaceDatabase, race_id: str, run_id: str) -> tuple[Event, list[ApiCall]]:
+    """GET /events/{race_id}; the call is recorded in `scrapes` even when it fails (then the error propagates)."""
+    client = fork_client(tab_client)
+    try:
+        event = client.get_event(race_id)
+    except Exception:
+        with race_db.begin() as conn:
+            record_scrapes(conn, client.calls, run_id)
+        raise
+    finally:
+        client.close()
+    return event, list(client.calls)
+
+
+def mark_ledger(race_db: RaceDatabase, race_id: str, checkpoint: str, state: str, run_id: str,
+                note: str | None = None, *, manual: bool = False) -> None:
+    """Record a sensor-claimed checkpoint's progress; manual re-fetches leave the sensor's ledger row alone."""
+    if manual:
+        return
+    with race_db.begin() as conn:
+        update_checkpoint(conn, race_id, checkpoint, state=state, run_id=run_id, note=note)
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)

@@ -1,0 +1,210 @@
+"""Checkpoint jobs `pre_race_t60`, `pre_race_t15` (odds snapshot) and `post_race_t5` (results until Final).
+
+Each run is for one race, configured with (race_id, checkpoint, scheduled_for) and tagged `racing/race_id`,
+`racing/meeting_id`, `racing/checkpoint`, `racing/scheduled_for` (dagster.yaml allows one run per race at a time).
+Runs use the in-process executor: a single step needs no step subprocess, which halves a run's memory.
+"""
+
+import dagster as dg
+
+from racing_orchestration.checkpoints.fetch import (
+    TAG_CHECKPOINT,
+    TAG_MEETING_ID,
+    TAG_PROVISIONAL,
+    TAG_TRIGGERED_BY,
+    fetch_event,
+    mark_ledger,
+    now_utc,
+)
+from racing_orchestration.checkpoints.windows import CHECKPOINTS, CheckpointSpec, checkpoint_spec
+from racing_orchestration.race_db.queries import race_row
+from racing_orchestration.race_db.resource import RaceDatabase
+from racing_orchestration.race_db.store import (
+    UnknownRaceError,
+    record_scrapes,
+    store_dividends,
+    store_odds_snapshot,
+    store_results,
+    upsert_event,
+)
+from racing_orchestration.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
+from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError
+from racing_orchestration.tab.models import TabPayloadError, status_is
+
+# Transient API errors at a pre-race checkpoint: retry after 1 min, then 2 min, then fail.
+PRE_RACE_MAX_RETRIES = 2
+PRE_RACE_RETRY_POLICY = dg.RetryPolicy(max_retries=PRE_RACE_MAX_RETRIES, delay=60, backoff=dg.Backoff.LINEAR)
+# While a race is not Final: check again after 5, 5 and 10 minutes (the old system's chain), then end partial.
+POST_RACE_DELAYS_SECONDS = (300.0, 300.0, 600.0)
+_TRANSIENT = (TabTransientError, TabPayloadError)
+
+
+class CheckpointConfig(dg.Config):
+    race_id: str
+    checkpoint: str
+    scheduled_for: str = ""  # ISO time the checkpoint was due (empty for manual runs)
+
+
+class PostRaceConfig(CheckpointConfig):
+    checkpoint: str = "post"
+    retry_delays_seconds: list[float] = list(POST_RACE_DELAYS_SECONDS)
+
+
+def _spec(config: CheckpointConfig, pre_race: bool) -> CheckpointSpec:
+    try:
+        spec = checkpoint_spec(config.checkpoint)
+    except ValueError as exc:
+        raise dg.Failure(f"checkpoint config is invalid: {exc}", allow_retries=False) from exc
+    if spec.pre_race != pre_race:
+        raise dg.Failure(f"checkpoint {spec.name!r} does not belong to this job", allow_retries=False)
+    if not config.race_id.strip():
+        raise dg.Failure("checkpoint config is invalid: race_id is empty", allow_retries=False)
+    return spec
+
+
+def _begin(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig) -> bool:
+    """Check the schema, tag the meeting, mark the ledger running; returns whether the run is a manual one."""
+    race_db.engine()
+    manual = context.run.tags.get(TAG_TRIGGERED_BY) == "manual"
+    with race_db.connect() as conn:
+        row = race_row(conn, config.race_id)
+    if row is not None and TAG_MEETING_ID not in context.run.tags:
+        context.instance.add_run_tags(context.run_id, {TAG_MEETING_ID: row.meeting_id})
+    mark_ledger(race_db, config.race_id, config.checkpoint, "running", context.run_id, manual=manual)
+    return manual
+
+
+def _fail(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig, manual: bool,
+          error: str) -> dg.Failure:
+    record_outcome(context, Outcome.FAILED, 0, 1, error)
+    mark_ledger(race_db, config.race_id, config.checkpoint, "failed", context.run_id, error[:500], manual=manual)
+    return dg.Failure(error, allow_retries=False)
+
+
+@dg.op(description="Fetch the race and store one odds snapshot per runner, scratchings and any start-time change.")
+def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig, tab_client: TabClient,
+                       race_db: RaceDatabase) -> dict:
+    spec = _spec(config, pre_race=True)
+    manual = _begin(context, race_db, config)
+    try:
+        event, calls = fetch_event(tab_client, race_db, config.race_id, context.run_id)
+    except _TRANSIENT as exc:
+        if context.retry_number < PRE_RACE_MAX_RETRIES:
+            context.log.warning(f"{spec.label} {config.race_id}: {exc}; the retry policy tries again")
+            raise
+        raise _fail(context, race_db, config, manual, f"{spec.label} fetch failed after "
+                    f"{context.retry_number + 1} attempts: {exc}") from exc
+    except TabApiError as exc:
+        raise _fail(context, race_db, config, manual, f"{spec.label} fetch failed: {exc}") from exc
+    with race_db.connect() as conn:
+        before = race_row(conn, config.race_id)
+    try:
+        with race_db.begin() as conn:
+            upsert_event(conn, event)
+            stored = 0
+            if not event.is_abandoned:
+                stored = store_odds_snapshot(conn, config.race_id, spec.name, event.runners, now_utc(), context.run_id)
+            record_scrapes(conn, calls, context.run_id)
+    except UnknownRaceError as exc:
+        raise _fail(context, race_db, config, manual, str(exc)) from exc
+    moved = before is not None and before.start_time != event.race.advertised_start
+    scratched = sum(r.is_scratched for r in event.runners)
+    state = "abandoned" if event.is_abandoned else "done"
+    mark_ledger(race_db, config.race_id, spec.name, state, context.run_id, manual=manual)
+    record_outcome(context, Outcome.SUCCESS, len(event.runners), 0)
+    summary = {
+        "race_id": config.race_id, "checkpoint": spec.name, "status": event.race.status, "runners": len(event.runners),
+        "scratched": scratched, "snapshot_rows_written": stored, "abandoned": event.is_abandoned,
+        "start_time": event.race.advertised_start.isoformat(),
+        "start_moved_from": before.start_time.isoformat() if moved else "",
+    }
+    context.add_output_metadata(summary)
+    return summary
+
+
+@dg.op(description="Fetch the race's result: Final -> results and Final dividends; Interim -> retry 5/5/10 min.")
+def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, tab_client: TabClient,
+                      race_db: RaceDatabase) -> dict:
+    _spec(config, pre_race=False)
+    delays = config.retry_delays_seconds
+    attempt, last = context.retry_number, context.retry_number >= len(delays)
+    manual = _begin(context, race_db, config)
+    try:
+        event, calls = fetch_event(tab_client, race_db, config.race_id, context.run_id)
+    except _TRANSIENT as exc:
+        if not last:  # an API hiccup uses the same chain: the next check is due anyway
+            context.log.warning(f"T+5 {config.race_id}: {exc}; checking again in {delays[attempt]:.0f} s")
+            raise dg.RetryRequested(max_retries=len(delays), seconds_to_wait=delays[attempt]) from exc
+        raise _fail(context, race_db, config, manual, f"results fetch failed after {attempt + 1} attempts: {exc}") from exc
+    except TabApiError as exc:
+        raise _fail(context, race_db, config, manual, f"results fetch failed: {exc}") from exc
+    status = event.race.status
+    try:
+        with race_db.begin() as conn:
+            upsert_event(conn, event)
+            if event.is_final:
+                results = store_results(conn, config.race_id, event.results, provisional=False)
+                dividends = store_dividends(conn, config.race_id, event.final_dividends())
+            elif not event.is_abandoned:
+                # Provisional rows: results flagged provisional, Interim dividends kept as their own status rows.
+                results = store_results(conn, config.race_id, event.results, provisional=True)
+                dividends = store_dividends(conn, config.race_id,
+                                            [d for d in event.dividends if not status_is(d.status, "Final")])
+            else:
+                results = dividends = 0
+            record_scrapes(conn, calls, context.run_id)
+    except UnknownRaceError as exc:
+        raise _fail(context, race_db, config, manual, str(exc)) from exc
+    summary = {"race_id": config.race_id, "status": status, "attempt": attempt + 1, "results": len(event.results),
+               "final_dividends": len(event.final_dividends()), "rows_written": results + dividends}
+    context.add_output_metadata(summary)
+    if event.is_abandoned:
+        mark_ledger(race_db, config.race_id, "post", "abandoned", context.run_id, manual=manual)
+        record_outcome(context, Outcome.SUCCESS, 1, 0)
+        return {**summary, "outcome": "abandoned"}
+    if event.is_final:
+        mark_ledger(race_db, config.race_id, "post", "done", context.run_id, manual=manual)
+        record_outcome(context, Outcome.SUCCESS, 1, 0)
+        return {**summary, "outcome": "final"}
+    if not last:
+        context.log.info(f"race {config.race_id} is {status}, not Final: checking again in {delays[attempt]:.0f} s")
+        mark_ledger(race_db, config.race_id, "post", "waiting_final", context.run_id,
+                    f"{status} at attempt {attempt + 1}", manual=manual)
+        raise dg.RetryRequested(max_retries=len(delays), seconds_to_wait=delays[attempt])
+    error = (f"race still {status} after {attempt + 1} checks ({', '.join(f'{d:.0f}' for d in delays)} s apart): "
+             f"{len(event.results)} results kept provisional")
+    context.log.warning(error)
+    context.instance.add_run_tags(context.run_id, {TAG_PROVISIONAL: "true"})
+    record_outcome(context, Outcome.PARTIAL, 1 if event.results else 0, 1, error)
+    mark_ledger(race_db, config.race_id, "post", "provisional", context.run_id, error[:500], manual=manual)
+    return {**summary, "outcome": "provisional"}
+
+
+def _job_tags(spec: CheckpointSpec) -> dict[str, str]:
+    return {TAG_KIND: KIND_RACING, TAG_CHECKPOINT: spec.name}
+
+
+def build_checkpoint_jobs(pre_race_policy: dg.RetryPolicy = PRE_RACE_RETRY_POLICY) -> dict[str, dg.JobDefinition]:
+    """The three checkpoint jobs; tests pass a pre-race policy with short delays (same retry count)."""
+    jobs: dict[str, dg.JobDefinition] = {}
+    for spec in CHECKPOINTS.values():
+        op = take_odds_snapshot.with_retry_policy(pre_race_policy) if spec.pre_race else check_race_result
+
+        @dg.job(name=spec.job_name, tags=_job_tags(spec), executor_def=dg.in_process_executor,
+                description=f"{spec.label} checkpoint of one race ({'odds snapshot' if spec.pre_race else 'results until Final'}).")
+        def checkpoint_job() -> None:
+            op()
+
+        jobs[spec.name] = checkpoint_job
+    return jobs
+
+
+def checkpoint_run_config(race_id: str, checkpoint: str, scheduled_for: str = "") -> dict:
+    op_name = "take_odds_snapshot" if checkpoint_spec(checkpoint).pre_race else "check_race_result"
+    return {"ops": {op_name: {"config": {"race_id": race_id, "checkpoint": checkpoint, "scheduled_for": scheduled_for}}}}
+
+
+CHECKPOINT_JOBS = build_checkpoint_jobs()
+pre_race_t60 = CHECKPOINT_JOBS["t60"]
+pre_race_t15 = CHECKPOINT_JOBS["t15"]
+post_race_t5 = CHECKPOINT_JOBS["post"]

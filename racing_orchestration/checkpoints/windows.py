@@ -1,0 +1,117 @@
+"""Pure checkpoint timing: when each checkpoint of a race is due, and what a sensor does about it at `now`.
+
+Policy for a checkpoint whose time has passed (the ledger then makes the decision final):
+- within `GRACE` of its due time: requested on time;
+- later than that (the daemon was down or behind): a pre-race checkpoint is still taken, flagged late, as long as the
+  race has not started (odds after the jump are worthless); a post-race check is taken late for up to
+  `POST_LATE_LIMIT` (results are still worth fetching) — otherwise it is skipped with a recorded reason;
+- an abandoned race is skipped with the reason "race abandoned" (no T-15 after an abandonment seen at T-60, no
+  post-race run).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import StrEnum
+
+from racing_orchestration.tab.models import ABANDONED, CLOSED, FINAL, INTERIM, LIVE, status_is
+
+# Sensor interval (the daemon's loop adds up to 5 s), and how late a request may be and still count as on time.
+SENSOR_INTERVAL_SECONDS = 15
+GRACE = dt.timedelta(minutes=2)
+POST_LATE_LIMIT = dt.timedelta(hours=3)
+# How far back the sensors look for unclaimed checkpoints, so an outage up to this long is recorded per race.
+LOOKBACK = dt.timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    name: str  # ledger / tag value: t60, t15, post
+    job_name: str
+    offset: dt.timedelta  # due time = start time + offset
+    pre_race: bool
+
+    @property
+    def label(self) -> str:
+        return {"t60": "T-60", "t15": "T-15", "post": "T+5"}[self.name]
+
+
+CHECKPOINTS: dict[str, CheckpointSpec] = {
+    spec.name: spec
+    for spec in (
+        CheckpointSpec("t60", "pre_race_t60", dt.timedelta(minutes=-60), True),
+        CheckpointSpec("t15", "pre_race_t15", dt.timedelta(minutes=-15), True),
+        CheckpointSpec("post", "post_race_t5", dt.timedelta(minutes=5), False),
+    )
+}
+
+
+def checkpoint_spec(name: str) -> CheckpointSpec:
+    """The spec of a checkpoint name, with an error listing the valid names."""
+    try:
+        return CHECKPOINTS[name]
+    except KeyError:
+        raise ValueError(f"unknown checkpoint {name!r}; choose one of {sorted(CHECKPOINTS)}") from None
+
+
+def due_time(start: dt.datetime, spec: CheckpointSpec) -> dt.datetime:
+    return start + spec.offset
+
+
+def start_window(spec: CheckpointSpec, now: dt.datetime, lookback: dt.timedelta = LOOKBACK) -> tuple[dt.datetime, dt.datetime]:
+    """Start times (lo, hi] whose checkpoint fell due in (now - lookback, now]: a range on the start_time index."""
+    hi = now - spec.offset
+    return hi - lookback, hi
+
+
+class Action(StrEnum):
+    WAIT = "wait"  # not due yet
+    REQUEST = "request"  # on time
+    REQUEST_LATE = "request_late"  # taken late, flagged
+    SKIP = "skip"  # recorded as skipped, with a reason
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    lateness: dt.timedelta
+    reason: str = ""
+
+    @property
+    def ledger_state(self) -> str:
+        return {Action.REQUEST: "requested", Action.REQUEST_LATE: "requested_late", Action.SKIP: "skipped"}[self.action]
+
+
+def _seconds(delta: dt.timedelta) -> str:
+    return f"{delta.total_seconds():.0f} s"
+
+
+def decide(
+    spec: CheckpointSpec,
+    start: dt.datetime,
+    status: str | None,
+    now: dt.datetime,
+    *,
+    grace: dt.timedelta = GRACE,
+    post_late_limit: dt.timedelta = POST_LATE_LIMIT,
+) -> Decision:
+    """What to do about `spec` of a race starting at `start` (latest known) with `status`, at `now`."""
+    lateness = now - due_time(start, spec)
+    if lateness < dt.timedelta(0):
+        return Decision(Action.WAIT, lateness)
+    if status_is(status, ABANDONED):
+        return Decision(Action.SKIP, lateness, "race abandoned")
+    if spec.pre_race and (now >= start or status_is(status, CLOSED, LIVE, INTERIM, FINAL)):
+        return Decision(Action.SKIP, lateness,
+                        f"missed by {_seconds(lateness)}: race already started (status {status}), odds no longer pre-race")
+    if lateness <= grace:
+        return Decision(Action.REQUEST, lateness)
+    if not spec.pre_race and lateness > post_late_limit:
+        return Decision(Action.SKIP, lateness,
+                        f"missed by {_seconds(lateness)}: beyond the {_seconds(post_late_limit)} late limit")
+    return Decision(Action.REQUEST_LATE, lateness, f"late by {_seconds(lateness)} (grace {_seconds(grace)})")
+
+
+def run_key(race_id: str, spec: CheckpointSpec) -> str:
+    return f"{race_id}:{spec.name}"
