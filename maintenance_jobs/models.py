@@ -87,7 +87,10 @@ READ_ONLY_FIELDS = frozenset(Task.model_fields) - frozenset(TaskSpec.model_field
 def _first_error(exc: ValidationError, prefix: str = "") -> TaskValidationError:
     error = exc.errors()[0]
     field = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "") or "task"
-    return TaskValidationError(field, error["msg"].removeprefix("Value error, "))
+    message = error["msg"].removeprefix("Value error, ")
+    if error.get("input", "") is None and error["type"].endswith("_type"):
+        message = "Field required (missing or null)"  # dagster Config turns missing fields into None
+    return TaskValidationError(field, message)
 
 
 def validate_executor_config(executor: str, config: Mapping[str, Any]) -> None:

@@ -1,0 +1,75 @@
+"""Task validation: out-of-range fields, unknown executors and bad configs are rejected naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from maintenance_jobs.models import TaskValidationError, validate_task
+from tests.maintenance_jobs.conftest import task_data
+
+pytestmark = pytest.mark.unit
+
+BACKUP = {"sources": [{"path": "/etc", "name": "etc"}], "backup_dir": "/backups"}
+DOCS = {"project": "fastapi", "upstream_repo": "https://github.com/tiangolo/fastapi.git", "gitea_repo": "library/x"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "fragment"),
+    [
+        ({"priority": 0}, "priority", "greater than or equal to 1"),
+        ({"priority": 101}, "priority", "less than or equal to 100"),
+        ({"minute": 60}, "minute", "less than or equal to 59"),
+        ({"hour": 24}, "hour", "less than or equal to 23"),
+        ({"hour": -2}, "hour", "greater than or equal to -1"),
+        ({"day_of_month": 0}, "day_of_month", "-1 (any)"),
+        ({"day_of_month": 32}, "day_of_month", "less than or equal to 31"),
+        ({"month": 13}, "month", "less than or equal to 12"),
+        ({"day_of_week": 7}, "day_of_week", "less than or equal to 6"),
+        ({"day_of_month": 30, "month": 2}, "day_of_month", "never occurs in month 2"),
+        ({"day_of_month": 31, "month": 4}, "day_of_month", "never occurs in month 4"),
+        ({"timeout_seconds": 0}, "timeout_seconds", "greater than or equal to 1"),
+        ({"max_retries": -1}, "max_retries", "greater than or equal to 0"),
+        ({"task_name": "has space"}, "task_name", "letters, digits"),
+        ({"task_name": ""}, "task_name", "letters, digits"),
+        ({"executor": "no_such_executor"}, "executor", "unknown executor 'no_such_executor'"),
+        ({"executor": "os.path"}, "executor", "not a valid executor name"),
+        ({"config": {"message": "x", "typo_field": 1}}, "config.typo_field", "Extra inputs"),
+        ({"config": {"delay_seconds": -5}}, "config.delay_seconds", "greater than or equal to 0"),
+        ({"executor": "config_backup_executor", "config": {}}, "config.sources", "Field required"),
+        ({"executor": "config_backup_executor", "config": {**BACKUP, "retention_days": 0}}, "config.retention_days", ">= 1"),
+        (
+            {"executor": "config_backup_executor", "config": {**BACKUP, "sources": [{"path": "/a", "name": "a__b"}]}},
+            "config.sources.0.name",
+            "no '__'",
+        ),
+        ({"executor": "doc_sync_executor", "config": {**DOCS, "gitea_repo": "nope"}}, "config.gitea_repo", "owner/name"),
+        ({"executor": "doc_sync_executor", "config": {**DOCS, "docs_paths": ["../x"]}}, "config.docs_paths", "inside"),
+        ({"executor": "disk_usage_executor", "config": {}}, "config.paths", "Field required"),
+        ({"last_status": "success"}, "last_status", "read-only"),
+        ({"colour": "red"}, "colour", "not a task field"),
+    ],
+)
+def test_rejected_with_the_field_named(changes: dict, field: str, fragment: str) -> None:
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(**changes))
+    assert info.value.field == field
+    assert fragment.replace(">= 1", "greater than or equal to 1") in info.value.message
+    assert str(info.value).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"day_of_month": 29, "month": 2},  # leap day is a real date
+        {"day_of_week": 0, "hour": 9, "minute": 0},
+        {"executor": "config_backup_executor", "config": BACKUP},
+        {"executor": "doc_sync_executor", "config": {**DOCS, "docs_paths": ["/docs"]}},
+        {"executor": "disk_usage_executor", "config": {"paths": ["/"]}},
+    ],
+)
+def test_accepted(changes: dict) -> None:
+    spec = validate_task(task_data(**changes))
+    assert spec.task_name == "nightly"
+    if "docs_paths" in spec.config:
+        assert validate_task(task_data(**changes)).config["docs_paths"] == ["/docs"]  # stored as given
