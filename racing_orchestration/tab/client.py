@@ -107,7 +107,8 @@ class TabClient(dg.ConfigurableResource):
     def headers(self) -> dict[str, str]:
         # The API asks partners to identify themselves so they are not blocked or rate limited.
         headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
-        for name, value in (("From", self.from_email), ("X-Partner", self.partner_name), ("X-Partner-ID", self.partner_id)):
+        identity = {"From": self.from_email, "X-Partner": self.partner_name, "X-Partner-ID": self.partner_id}
+        for name, value in identity.items():
             if value:
                 headers[name] = value
         return headers

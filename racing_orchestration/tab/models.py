@@ -207,7 +207,8 @@ class RacesPage(_TabModel):
 def envelope_data(payload: Any, endpoint: str) -> dict[str, Any]:
     """The `data` object of a `{header, params, data}` envelope, or a TabPayloadError saying what is wrong."""
     if not isinstance(payload, dict):
-        raise TabPayloadError(endpoint, f"expected a JSON object {{header, params, data}}, got {type(payload).__name__}")
+        got = type(payload).__name__
+        raise TabPayloadError(endpoint, f"expected a JSON object {{header, params, data}}, got {got}")
     header = payload.get("header")
     if isinstance(header, dict) and header.get("error"):
         raise TabPayloadError(endpoint, f"API error {header.get('error_code') or ''} {header['error']!r}".strip())

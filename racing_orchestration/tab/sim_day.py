@@ -41,11 +41,12 @@ COUNTRIES: dict[str, tuple[str, tuple[str, ...], dict[str, tuple[int, int, tuple
         "H": (1, 2, ("Meadowlands", "Yonkers"))}),
     "JPN": ("Asia/Tokyo", ("JPN",), {"T": (0, 2, ("Tokyo", "Kyoto", "Hakodate"))}),
 }
-_WORDS_A = ("Silver", "Rapid", "Golden", "Lucky", "Midnight", "Royal", "Storm", "Bold", "Quiet", "Flying", "Red", "Kiwi")
+_WORDS_A = ("Silver", "Rapid", "Golden", "Lucky", "Midnight", "Royal", "Storm", "Bold", "Quiet", "Flying", "Kiwi")
 _WORDS_B = ("Arrow", "Comet", "Legend", "Spirit", "Echo", "Harbour", "Dancer", "Falcon", "Ruler", "Breeze", "Tiger")
 _PEOPLE = ("Kate Hercock", "Liam Kauri", "Opie Bosson", "Sam Weatherley", "Ashvin Goindasamy", "Danielle Johnson",
            "Craig Grylls", "Vinnie Colgan", "Lisa Allpress", "Michael McNab", "Ryan Elliot", "Kozzi Asano")
 _SPONSORS = ("PRYDA", "TAB", "SKY SPORT", "LION RED", "HOLCIM", "ROYAL WOLF", "TRACKSIDE", "ELDERS")
+TRACK_CONDITIONS = {"T": ("Good 4", "Soft 5", "Heavy 8", "Synthetic"), "H": ("Fast", "Good"), "G": ("Fast", "Good")}
 _RACE_KINDS = {"T": "HANDICAP", "H": "MOBILE PACE", "G": "STAKES"}
 
 
@@ -179,7 +180,8 @@ def generate_day(seed: int, day: dt.date) -> list[SimMeeting]:
             rng = random.Random(f"{seed}:{day.isoformat()}:{country}:{category}")
             (first_low, first_high), (gap_low, gap_high), _, _ = CATEGORY_SHAPE[category]
             for venue in rng.sample(venues, min(rng.randint(low, high), len(venues))):
-                first = dt.datetime.combine(day, dt.time(rng.randint(first_low, first_high), rng.choice((0, 15, 30, 45))), tz)
+                first_time = dt.time(rng.randint(first_low, first_high), rng.choice((0, 15, 30, 45)))
+                first = dt.datetime.combine(day, first_time, tz)
                 gap = rng.randint(gap_low, gap_high)
                 starts = [(first + dt.timedelta(minutes=gap * i)).astimezone(dt.UTC) for i in range(rng.randint(6, 12))]
                 meeting_id = _uuid(rng)
@@ -187,7 +189,7 @@ def generate_day(seed: int, day: dt.date) -> list[SimMeeting]:
                 meetings.append(SimMeeting(
                     meeting_id=meeting_id, name=venue, date=day, category=category, country=country,
                     state=rng.choice(states), timezone=tz_name,
-                    track_condition=rng.choice(("Good 4", "Soft 5", "Heavy 8", "Synthetic") if category == "T" else ("Fast", "Good")),
+                    track_condition=rng.choice(TRACK_CONDITIONS[category]),
                     races=races,
                 ))
     return meetings

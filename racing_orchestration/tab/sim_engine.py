@@ -140,7 +140,8 @@ class SimFeed:
             self._fault_counter += 1
             roll = random.Random(f"{self.config.seed}:fault:{self._fault_counter}").random()
         c = self.config
-        for kind, rate in zip(FAULT_KINDS, (c.error_5xx_rate, c.timeout_rate, c.malformed_rate, c.rate_limit_rate), strict=True):
+        rates = (c.error_5xx_rate, c.timeout_rate, c.malformed_rate, c.rate_limit_rate)
+        for kind, rate in zip(FAULT_KINDS, rates, strict=True):
             if roll < rate:
                 return kind
             roll -= rate
@@ -158,7 +159,8 @@ class SimFeed:
             "requests": api, "total": sum(api.values()),
             "faults": {k.removeprefix("fault:"): v for k, v in counts.items() if k.startswith("fault:")},
             "statuses": {k.removeprefix("status:"): v for k, v in counts.items() if k.startswith("status:")},
-            "connections": len(self._peers), "sim_now": self.now().isoformat(), "last_headers": dict(self.last_headers), "config": asdict(self.config),
+            "connections": len(self._peers), "sim_now": self.now().isoformat(),
+            "last_headers": dict(self.last_headers), "config": asdict(self.config),
         }
 
     def clear_faults(self) -> None:
@@ -199,7 +201,8 @@ class SimFeed:
             return None
         self.count(f"fault:{kind}")
         if kind == "5xx":
-            return _json_response(503, error_envelope("Error", target, self.now(), "service unavailable", "UNAVAILABLE"))
+            unavailable = error_envelope("Error", target, self.now(), "service unavailable", "UNAVAILABLE")
+            return _json_response(503, unavailable)
         if kind == "429":
             retry = str(self.config.retry_after_seconds)
             return _json_response(429, error_envelope("Error", target, self.now(), "rate limited", "RATE_LIMITED"),

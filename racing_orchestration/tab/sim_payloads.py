@@ -119,7 +119,8 @@ def _dividends(race: SimRace, status: str) -> list[dict[str, Any]]:
     if len(order) >= 3:
         legs.append(("Pool Trifecta", order[:3], prices[order[0]] * prices[order[1]] * prices[order[2]] / 3))
     if len(order) >= 4:
-        legs.append(("Pool First4", order[:4], prices[order[0]] * prices[order[1]] * prices[order[2]] * prices[order[3]] / 6))
+        first4 = prices[order[0]] * prices[order[1]] * prices[order[2]] * prices[order[3]]
+        legs.append(("Pool First4", order[:4], first4 / 6))
     rows = []
     for product, numbers, value in legs:
         key = f"{race.race_id}:{product}:{status}:{':'.join(map(str, numbers))}"

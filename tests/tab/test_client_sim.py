@@ -161,7 +161,8 @@ def test_retry_after_is_capped(feed_server: SimFeedServer) -> None:
 @pytest.mark.api
 def test_not_found_is_not_transient(feed_server: SimFeedServer) -> None:
     client = make_client(feed_server, timeout_seconds=10)  # an unknown id makes the sim generate five days first
-    with pytest.raises(TabApiError, match=r"^TAB /events/\{id\} /events/no-such-race: HTTP 404 events/no-such-race not found$") as raised:
+    expected = r"^TAB /events/\{id\} /events/no-such-race: HTTP 404 events/no-such-race not found$"
+    with pytest.raises(TabApiError, match=expected) as raised:
         client.get_event("no-such-race")
     assert not isinstance(raised.value, TabTransientError) and raised.value.status_code == 404
     assert client.calls[0].attempts == 1 and feed_server.stats()["total"] == 1, feed_server.stats()

@@ -176,7 +176,8 @@ def _meetings_with(mutate: Any, base: dict[str, Any]) -> dict[str, Any]:
         (lambda p: p["data"].update(meetings={"a": 1}), "data.meetings is not a list (got dict)"),
         (lambda p: p["data"].pop("meetings"), "data.meetings is missing"),
         (lambda p: p["data"]["meetings"][3].pop("meeting"), "data.meetings[3].meeting: Field required"),
-        (lambda p: p["data"]["meetings"][0]["races"][2].update(start_time="soon"), "data.meetings[0].races[2].start_time"),
+        (lambda p: p["data"]["meetings"][0]["races"][2].update(start_time="soon"),
+         "data.meetings[0].races[2].start_time"),
         (lambda p: p.update(header={"error": "not found", "error_code": "404"}), "API error 404 'not found'"),
     ],
 )

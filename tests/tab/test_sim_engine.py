@@ -162,7 +162,8 @@ def test_abandoned_and_delayed_races() -> None:
 
     _, race = delayed[0]
     clock.set(race.scheduled_start - dt.timedelta(minutes=30))
-    assert parse_event_response(get(feed, f"{PREFIX}/events/{race.race_id}")[1]).race.advertised_start == race.scheduled_start
+    event = parse_event_response(get(feed, f"{PREFIX}/events/{race.race_id}")[1])
+    assert event.race.advertised_start == race.scheduled_start
     clock.set(race.scheduled_start + dt.timedelta(seconds=30))  # past the old time, before the new one
     event = parse_event_response(get(feed, f"{PREFIX}/events/{race.race_id}")[1])
     assert event.race.advertised_start == race.scheduled_start + race.delay and event.race.status == "Open"
