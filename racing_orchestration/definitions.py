@@ -2,14 +2,21 @@
 
 import dagster as dg
 
+from racing_orchestration.audit.alerts import (
+    alert_webhook_from_env,
+    partial_outcome_alert,
+    run_failure_alert,
+    scheduled_job_freshness,
+)
+from racing_orchestration.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
 from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_schedule
 from racing_orchestration.ingestion.race_cards import race_cards
 from racing_orchestration.resources import racing_resources
 
 defs = dg.Definitions(
-    jobs=[morning_scrape],
-    schedules=[morning_scrape_schedule],
-    sensors=[],
+    jobs=[cleanup_job_runs, morning_scrape],
+    schedules=[cleanup_job_runs_schedule, morning_scrape_schedule],
+    sensors=[run_failure_alert, partial_outcome_alert, scheduled_job_freshness],
     assets=[race_cards],
-    resources=racing_resources(),
+    resources={**racing_resources(), "alert_webhook": alert_webhook_from_env()},
 )
