@@ -8,18 +8,11 @@ from racing_orchestration.race_db.store import record_scrapes, upsert_meetings
 from racing_orchestration.tab.client import TabClient
 
 
-def fork_client(tab_client: TabClient) -> TabClient:
-    """A client of the same configuration whose `calls` belong to one step (steps may run in parallel threads)."""
-    cls = type(tab_client)
-    fork = cls(**{name: getattr(tab_client, name) for name in cls.model_fields})
-    return fork.with_transport(fork._transport or tab_client._transport)  # noqa: SLF001 - the transport seam
-
-
 def scrape_combination_once(
     tab_client: TabClient, race_db: RaceDatabase, combination: ScrapeCombination, run_id: str | None
 ) -> CombinationResult:
     """Fetch and store one combination; API errors propagate after their calls are recorded."""
-    client = fork_client(tab_client)
+    client = tab_client.fork()  # its own `calls`: steps run in parallel threads
     try:
         meetings = client.list_meetings(combination.day, combination.category, combination.country)
     except Exception:
