@@ -4,6 +4,7 @@
 
 import datetime as dt
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import dagster as dg
 from maintenance_jobs.dispatch import scheduled_run_request
@@ -21,23 +22,32 @@ def parse_cursor(cursor: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(cursor) if cursor else None
 
 
-def dispatch_tick(
-    registry: MaintenanceRegistryResource, cursor: str | None, now: dt.datetime
-) -> dg.SensorResult:
+@dataclass(frozen=True)
+class DispatchTick:
+    result: dg.SensorResult
+    catch_up_notice: str | None  # set when minutes older than the catch-up bound were skipped
+
+
+def dispatch_tick(registry: MaintenanceRegistryResource, cursor: str | None, now: dt.datetime) -> DispatchTick:
     """Run requests for every enabled task due in (cursor, now], most urgent first, and the new cursor."""
     window = plan_window(parse_cursor(cursor), now, registry.max_catchup_minutes)
     new_cursor = window.cursor.isoformat() if window.cursor else cursor
     if not window.minutes:
-        return dg.SensorResult(skip_reason=dg.SkipReason(f"minute {new_cursor} already evaluated"), cursor=new_cursor)
+        skip = dg.SkipReason(f"minute {new_cursor} already evaluated")
+        return DispatchTick(dg.SensorResult(skip_reason=skip, cursor=new_cursor), None)
+    notice = None
+    if window.skipped_minutes:
+        notice = (
+            f"catch-up limited to the last {len(window.minutes)} minutes: "
+            f"{window.skipped_minutes} older minutes since {cursor} were skipped"
+        )
     due = due_runs(registry.engine(), wall_clock_slots(window.minutes, registry.timezone))
     requests = [scheduled_run_request(d.task, d.minute, registry.timezone) for d in due]
-    span = f"{window.minutes[0].isoformat()}..{window.minutes[-1].isoformat()}"
-    skipped = ""
-    if window.skipped_minutes:
-        skipped = f"; catch-up limited to {len(window.minutes)} minutes, {window.skipped_minutes} older minutes skipped"
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason(f"no task due in {span}{skipped}"), cursor=new_cursor)
-    return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+        span = f"{window.minutes[0].isoformat()}..{window.minutes[-1].isoformat()}"
+        skip = dg.SkipReason(f"no task due in {span}" + (f"; {notice}" if notice else ""))
+        return DispatchTick(dg.SensorResult(skip_reason=skip, cursor=new_cursor), notice)
+    return DispatchTick(dg.SensorResult(run_requests=requests, cursor=new_cursor), notice)
 
 
 @dg.sensor(
@@ -50,10 +60,10 @@ def dispatch_tick(
 def maintenance_dispatcher(
     context: dg.SensorEvaluationContext, maintenance_registry: MaintenanceRegistryResource
 ) -> dg.SensorResult:
-    result = dispatch_tick(maintenance_registry, context.cursor, dt.datetime.now(dt.UTC))
-    if result.skip_reason and "skipped" in (result.skip_reason.skip_message or ""):
-        context.log.warning(result.skip_reason.skip_message)
-    return result
+    tick = dispatch_tick(maintenance_registry, context.cursor, dt.datetime.now(dt.UTC))
+    if tick.catch_up_notice:
+        context.log.warning(tick.catch_up_notice)
+    return tick.result
 
 
 def classify_run_end(status: dg.DagsterRunStatus, canceling_messages: Iterable[str]) -> str:
@@ -73,7 +83,8 @@ def record_finished_run(instance: dg.DagsterInstance, run: dg.DagsterRun, regist
     if not task_name:
         return "no task tag"
     canceling = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_CANCELING).records
-    status = classify_run_end(run.status, [r.event_log_entry.user_message for r in canceling])
+    messages = [r.event_log_entry.dagster_event.message or "" for r in canceling if r.event_log_entry.dagster_event]
+    status = classify_run_end(run.status, messages)
     record = instance.get_run_record_by_id(run.run_id)
     start = record.start_time if record else None
     end = record.end_time if record else None

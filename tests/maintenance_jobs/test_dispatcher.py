@@ -1,0 +1,195 @@
+"""The dispatcher sensor and the run-result sensors against a real registry and a Postgres Dagster instance."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from dagster._core.test_utils import create_run_for_test
+from dagster._daemon.monitoring.run_monitoring import check_run_timeout
+from maintenance_jobs.jobs import example_executor_job
+from maintenance_jobs.registry import create_task, get_task, update_task
+from maintenance_jobs.resources import MaintenanceRegistryResource
+from maintenance_jobs.sensors import (
+    classify_run_end,
+    dispatch_tick,
+    maintenance_dispatcher,
+    record_finished_run,
+    record_maintenance_success,
+)
+from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
+from tests.maintenance_jobs.conftest import task_data
+
+pytestmark = pytest.mark.integration
+
+UTC = dt.UTC
+# 2025-06-03 03:05:20 in Auckland (NZST, a Tuesday)
+NOW = dt.datetime(2025, 6, 2, 15, 5, 20, tzinfo=UTC)
+
+
+def keys(tick) -> list[str]:
+    return [r.run_key for r in tick.result.run_requests]
+
+
+def test_first_tick_launches_seed_tasks_due_now_by_priority(registry_resource: MaintenanceRegistryResource) -> None:
+    tick = dispatch_tick(registry_resource, None, NOW)  # the first tick also migrates and seeds
+    requests = tick.result.run_requests
+    assert keys(tick) == [
+        "backup_docker_configs_daily:2025-06-03T03:05+12:00",
+        "test_example_task:2025-06-03T03:05+12:00",
+    ]
+    backup, example = requests
+    assert backup.job_name == "config_backup_executor" and example.job_name == "example_executor"
+    assert example.run_config == {"ops": {"run_example_executor": {"config": {"message": "Hello World", "delay_seconds": 2}}}}
+    assert backup.tags == {
+        "maintenance/task": "backup_docker_configs_daily",
+        "maintenance/service": "scheduler",
+        "maintenance/executor": "config_backup_executor",
+        "maintenance/triggered_by": "scheduler",
+        "maintenance/priority": "20",
+        "maintenance/scheduled_minute": "2025-06-03T03:05+12:00",
+        "orchestration/kind": "maintenance",
+        "dagster/priority": "80",
+        "dagster/max_runtime": "3600",
+        "dagster/max_retries": "1",
+        "dagster/retry_on_asset_or_op_failure": "true",
+    }
+    assert tick.result.cursor == "2025-06-02T15:05:00+00:00"
+    # Every request's run config is valid for its job.
+    for request in requests:
+        job = {"example_executor": example_executor_job}.get(request.job_name)
+        if job is not None:
+            assert dg.validate_run_config(job, request.run_config)
+
+
+def test_no_minute_missed_or_repeated_across_ticks_and_restarts(registry_resource: MaintenanceRegistryResource) -> None:
+    launched: list[str] = []
+    cursor = None
+    # Ticks at irregular moments: twice in one minute, a gap of 3 minutes (a restart), then regular again.
+    for moment in ["15:05:20", "15:05:50", "15:06:05", "15:09:40", "15:10:41", "15:11:39"]:
+        now = dt.datetime.combine(NOW.date(), dt.time.fromisoformat(moment), UTC)
+        # A fresh resource each time stands in for a restarted code server; only the cursor carries over.
+        registry = MaintenanceRegistryResource(database_url=registry_resource.database_url, timezone="Pacific/Auckland")
+        tick = dispatch_tick(registry, cursor, now)
+        cursor = tick.result.cursor
+        launched += [k for k in keys(tick) if k.startswith("test_example_task:")]
+    minutes = [k.split(":", 1)[1] for k in launched]
+    assert minutes == [f"2025-06-03T03:{m:02d}+12:00" for m in range(5, 12)]
+
+
+def test_catch_up_is_bounded_and_reported(registry_resource: MaintenanceRegistryResource) -> None:
+    three_hours_ago = (NOW - dt.timedelta(hours=3)).replace(second=0).isoformat()
+    tick = dispatch_tick(registry_resource, three_hours_ago, NOW)
+    example = [k for k in keys(tick) if k.startswith("test_example_task:")]
+    assert len(example) == 60 and example[-1].endswith("03:05+12:00") and example[0].endswith("02:06+12:00")
+    assert tick.catch_up_notice and "120 older minutes" in tick.catch_up_notice
+    # The 03:05 backup is inside the window; nothing due before the window edge was launched.
+    assert "backup_docker_configs_daily:2025-06-03T03:05+12:00" in keys(tick)
+
+
+def test_registry_changes_apply_on_the_next_tick(registry_resource: MaintenanceRegistryResource) -> None:
+    engine = registry_resource.engine()
+    update_task(engine, "test_example_task", {"enabled": False})
+    create_task(engine, task_data("new_urgent", priority=1, minute=6))
+    tick = dispatch_tick(registry_resource, "2025-06-02T15:05:00+00:00", NOW + dt.timedelta(minutes=1))
+    assert keys(tick) == ["new_urgent:2025-06-03T03:06+12:00"]
+    assert tick.result.run_requests[0].tags["dagster/priority"] == "99"
+    quiet = dispatch_tick(registry_resource, tick.result.cursor, NOW + dt.timedelta(minutes=2))
+    assert quiet.result.run_requests == [] and "no task due" in quiet.result.skip_reason.skip_message
+
+
+def test_sensor_definition_evaluates_against_the_registry(registry_resource: MaintenanceRegistryResource) -> None:
+    with dg.instance_for_test() as instance:
+        context = dg.build_sensor_context(instance=instance, resources={"maintenance_registry": registry_resource})
+        first = maintenance_dispatcher.evaluate_tick(context)
+        assert [r.tags["maintenance/task"] for r in first.run_requests][-1] == "test_example_task"
+        context = dg.build_sensor_context(
+            instance=instance, cursor=first.cursor, resources={"maintenance_registry": registry_resource}
+        )
+        again = maintenance_dispatcher.evaluate_tick(context)
+    now_minute = dt.datetime.now(UTC).replace(second=0, microsecond=0)
+    assert dt.datetime.fromisoformat(first.cursor) in (now_minute, now_minute - dt.timedelta(minutes=1))
+    # Within the same minute nothing new is due; a minute later only that minute is.
+    assert len(again.run_requests) <= 1
+
+
+@pytest.mark.parametrize(
+    ("status", "messages", "expected"),
+    [
+        (dg.DagsterRunStatus.SUCCESS, [], "success"),
+        (dg.DagsterRunStatus.FAILURE, [], "failed"),
+        (dg.DagsterRunStatus.CANCELED, ["Sending run termination request."], "canceled"),
+        (dg.DagsterRunStatus.FAILURE, ["Canceling due to exceeding maximum runtime of 60 seconds."], "timeout"),
+        (dg.DagsterRunStatus.CANCELED, ["Canceling due to exceeding maximum runtime of 60 seconds."], "timeout"),
+    ],
+)
+def test_classify_run_end(status, messages, expected) -> None:
+    assert classify_run_end(status, messages) == expected
+
+
+def test_finished_runs_update_the_task_row(
+    registry_resource: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance
+) -> None:
+    engine = registry_resource.engine()
+    create_task(engine, task_data("pinger", config={"message": "ping", "delay_seconds": 0.3}))
+    result = example_executor_job.execute_in_process(
+        run_config={"ops": {"run_example_executor": {"config": {"message": "ping", "delay_seconds": 0.3}}}},
+        instance=pg_instance,
+        tags={TAG_TASK: "pinger"},
+    )
+    run = pg_instance.get_run_by_id(result.run_id)
+    success_event = pg_instance.get_records_for_run(result.run_id, of_type=dg.DagsterEventType.RUN_SUCCESS).records[0]
+    # Through the sensor definition, as the daemon would call it.
+    context = dg.build_run_status_sensor_context(
+        sensor_name="record_maintenance_success",
+        dagster_event=success_event.event_log_entry.dagster_event,
+        dagster_instance=pg_instance,
+        dagster_run=run,
+        resources={"maintenance_registry": registry_resource},
+    )
+    record_maintenance_success(context)
+    task = get_task(engine, "pinger")
+    assert task.last_status == "success" and 0.3 <= task.last_duration_seconds < 30
+    record = pg_instance.get_run_record_by_id(result.run_id)
+    assert task.last_run == dt.datetime.fromtimestamp(record.start_time, UTC)
+    assert pg_instance.get_run_by_id(result.run_id).tags[TAG_STATUS] == "success"
+
+
+def test_run_stopped_by_max_runtime_is_recorded_as_timeout(
+    registry_resource: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance
+) -> None:
+    engine = registry_resource.engine()
+    create_task(engine, task_data("slow", timeout_seconds=1))
+    run = create_run_for_test(
+        pg_instance,
+        job_name="example_executor",
+        tags={TAG_TASK: "slow", "dagster/max_runtime": "1"},
+        status=dg.DagsterRunStatus.STARTING,
+    )
+    pg_instance.report_engine_event("starting", run)
+    pg_instance.handle_run_event(
+        run.run_id,
+        dg.DagsterEvent(event_type_value=dg.DagsterEventType.RUN_START.value, job_name="example_executor"),
+    )
+    time.sleep(1.2)
+    # The real run-monitoring check that the daemon runs.
+    check_run_timeout(pg_instance, pg_instance.get_run_record_by_id(run.run_id), logging.getLogger("test"), 0)
+    finished = pg_instance.get_run_by_id(run.run_id)
+    assert finished.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
+    assert record_finished_run(pg_instance, finished, registry_resource) == "timeout"
+    task = get_task(engine, "slow")
+    assert task.last_status == "timeout" and task.last_duration_seconds >= 1
+
+
+def test_registry_rows_are_untouched_by_runs_without_a_task_tag(
+    registry_resource: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance
+) -> None:
+    run = create_run_for_test(pg_instance, job_name="example_executor", status=dg.DagsterRunStatus.SUCCESS)
+    assert record_finished_run(pg_instance, run, registry_resource) == "no task tag"
+    with registry_resource.engine().connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM scheduled_tasks WHERE last_run IS NOT NULL")).scalar() == 0
