@@ -1,0 +1,38 @@
+"""The maintenance_jobs code location loads and exposes every job and sensor by name."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+
+from maintenance_jobs.definitions import defs
+
+pytestmark = pytest.mark.unit
+
+JOBS = ["example_executor", "doc_sync_executor", "config_backup_executor", "plugin_executor"]
+SENSORS = ["maintenance_dispatcher", "record_maintenance_success", "record_maintenance_failure", "record_maintenance_canceled"]
+
+
+@pytest.mark.parametrize("name", JOBS)
+def test_jobs_resolve_and_count_as_maintenance(name: str) -> None:
+    job = defs.resolve_job_def(name)
+    assert job.tags["orchestration/kind"] == "maintenance"  # the run queue's limit of 5 applies to every launch
+
+
+@pytest.mark.parametrize("name", SENSORS)
+def test_sensors_resolve_and_start_running(name: str) -> None:
+    sensor = defs.resolve_sensor_def(name)
+    assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_dispatcher_ticks_every_minute_and_targets_every_job() -> None:
+    sensor = defs.resolve_sensor_def("maintenance_dispatcher")
+    assert sensor.minimum_interval_seconds == 60
+    assert sorted(t.job_name for t in sensor.targets) == sorted(JOBS)
+    assert sensor.required_resource_keys == {"maintenance_registry"}
+
+
+def test_resources_come_from_the_environment() -> None:
+    repository = defs.get_repository_def()
+    assert set(repository.get_top_level_resources()) >= {"maintenance_registry", "gitea"}
+    assert defs.resolve_job_def("doc_sync_executor").required_resource_keys >= {"gitea"}
