@@ -59,6 +59,8 @@ class StackOptions:
     # An external Postgres server URL; None starts the embedded one under data_dir.
     postgres_url: str | None = None
     start_api: bool = True
+    # The control API's key; None starts it in its loudly insecure dev mode (what `make run` does).
+    api_key: str | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -106,8 +108,11 @@ class LocalStack:
         self._spawn("dagster", [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
                                 "-h", opts.host, "-p", str(opts.dagster_port)])
         if opts.start_api and self._api_available():
+            auth = ["--insecure-dev"] if opts.api_key is None else []
+            if opts.api_key is not None:
+                self.env["SCHEDULER_API_KEY"] = opts.api_key
             self._spawn("api", [sys.executable, "-m", "maintenance_jobs.api", "--host", opts.host,
-                                "--port", str(opts.api_port), "--insecure-dev"])
+                                "--port", str(opts.api_port), *auth])
         if wait:
             wait_for_http(f"{self.sim_base_url}/meetings?limit=1", 30, self.processes["sim"])
             wait_for_http(f"{self.dagster_url}/server_info", 180, self.processes["dagster"])

@@ -19,6 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dense-every", type=float, default=None, metavar="MINUTES",
                         help="dense mode: only a race every MINUTES from now")
     parser.add_argument("--dense-races", type=int, default=40)
+    parser.add_argument("--dense-lead", type=float, default=None, metavar="MINUTES",
+                        help="dense mode: the first race starts this long after now (default: one interval)")
     parser.add_argument("--interim-after", type=float, default=120.0, metavar="SECONDS",
                         help="a race turns Interim this long after the jump")
     parser.add_argument("--final-after", type=float, default=480.0, metavar="SECONDS",
@@ -37,7 +39,7 @@ def config_from_args(args: argparse.Namespace) -> SimFeedConfig:
         raise SystemExit("racing sim: fault rates must each be in [0, 1] and sum to at most 1")
     return SimFeedConfig(
         seed=args.seed, clock_offset_seconds=args.clock_offset, speed=args.speed,
-        dense_every_minutes=args.dense_every, dense_races=args.dense_races,
+        dense_every_minutes=args.dense_every, dense_races=args.dense_races, dense_lead_minutes=args.dense_lead,
         interim_after_seconds=args.interim_after, final_after_seconds=args.final_after, latency_ms=args.latency_ms,
         error_5xx_rate=args.fault_5xx, timeout_rate=args.fault_timeout, malformed_rate=args.fault_malformed,
         rate_limit_rate=args.fault_429,
