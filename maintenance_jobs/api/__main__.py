@@ -1,0 +1,48 @@
+"""`maintenance-api` / `python -m maintenance_jobs.api`: serve the control API with uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from maintenance_jobs.api.config import ApiConfigError, settings_from_env
+
+log = logging.getLogger("maintenance_jobs.api")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="maintenance-api", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8090)
+    parser.add_argument("--api-key-file", help="file holding the API key (default: $SCHEDULER_API_KEY_FILE, "
+                                               "then $SCHEDULER_API_KEY)")
+    parser.add_argument("--insecure-dev", action="store_true",
+                        help="serve WITHOUT authentication when no key is set (local development only)")
+    parser.add_argument("--log-level", default="info")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = settings_from_env(key_file=args.api_key_file, insecure_dev=args.insecure_dev)
+    except ApiConfigError as exc:
+        print(f"maintenance-api: {exc}", file=sys.stderr)
+        return 2
+    if settings.api_key is None:
+        log.warning("!" * 78)
+        log.warning("INSECURE: no API key set; every endpoint is open (--insecure-dev). Never use in production.")
+        log.warning("!" * 78)
+
+    import uvicorn
+
+    from maintenance_jobs.api.app import create_app
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level.lower())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

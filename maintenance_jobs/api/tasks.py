@@ -1,0 +1,78 @@
+"""`/tasks`: the task registry's CRUD and manual trigger (registry errors become 404/409/422 in `app.py`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import dagster as dg
+import sqlalchemy as sa
+from fastapi import APIRouter, Body, Depends, Query
+from pydantic import BaseModel, ConfigDict, create_model
+
+from maintenance_jobs import registry as tasks_registry
+from maintenance_jobs.api.deps import api_state, instance, registry
+from maintenance_jobs.models import Task, TaskSpec
+from maintenance_jobs.trigger import trigger_task
+
+router = APIRouter(prefix="/tasks", tags=["tasks"])
+Registry = Annotated[sa.Engine, Depends(registry)]
+Instance = Annotated[dg.DagsterInstance, Depends(instance)]
+
+# Every writable field optional: a PUT changes only what it sends (the registry re-validates the merged row).
+TaskUpdate = create_model(
+    "TaskUpdate",
+    __config__=ConfigDict(extra="forbid"),
+    **{name: (field.annotation | None, None) for name, field in TaskSpec.model_fields.items()},
+)
+
+
+class Triggered(BaseModel):
+    run_id: str
+    task_name: str
+    triggered_by: str
+    status: str
+    dagster_url: str
+
+
+class Deleted(BaseModel):
+    deleted: str
+
+
+@router.get("", response_model=list[Task], summary="List tasks (by priority, then name)")
+def list_tasks(engine: Registry, enabled: bool | None = None, service: Annotated[str | None, Query()] = None):
+    return tasks_registry.list_tasks(engine, enabled=enabled, service=service)
+
+
+@router.get("/{task_name}", response_model=Task)
+def get_task(task_name: str, engine: Registry):
+    return tasks_registry.get_task(engine, task_name)
+
+
+@router.post("", response_model=Task, status_code=201)
+def create_task(spec: TaskSpec, engine: Registry):
+    return tasks_registry.create_task(engine, spec.model_dump())
+
+
+@router.put("/{task_name}", response_model=Task, summary="Change some fields of a task")
+def update_task(task_name: str, engine: Registry, changes: Annotated[TaskUpdate, Body()]):
+    data: dict[str, Any] = changes.model_dump(exclude_unset=True)
+    return tasks_registry.update_task(engine, task_name, data)
+
+
+@router.delete("/{task_name}", response_model=Deleted)
+def delete_task(task_name: str, engine: Registry):
+    tasks_registry.delete_task(engine, task_name)
+    return Deleted(deleted=task_name)
+
+
+@router.post("/{task_name}/trigger", response_model=Triggered, summary="Queue a run of the task now")
+def trigger(task_name: str, engine: Registry, dagster: Instance, state=Depends(api_state)):
+    task = tasks_registry.get_task(engine, task_name)
+    run_id = trigger_task(dagster, task, triggered_by="manual")
+    return Triggered(
+        run_id=run_id,
+        task_name=task.task_name,
+        triggered_by="manual",
+        status="pending",
+        dagster_url=f"{state.settings.dagster_ui_url}/runs/{run_id}",
+    )
