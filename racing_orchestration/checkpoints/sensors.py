@@ -1,0 +1,100 @@
+"""Checkpoint sensors: each tick reads the race database's due window (never the TAB API) and claims what it requests.
+
+Exactly once per race and checkpoint, across daemon restarts and run deletion: a checkpoint is claimed in the
+`race_checkpoints` ledger (INSERT ... ON CONFLICT DO NOTHING) in the same transaction that decides it, and only a won
+claim becomes a RunRequest; the run_key `race:checkpoint` is a second guard while the run still exists.
+"""
+
+import datetime as dt
+import threading
+
+import dagster as dg
+import sqlalchemy as sa
+
+from racing_orchestration.checkpoints.due import DueCheckpoint, TickPlan, plan_tick
+from racing_orchestration.checkpoints.fetch import TAG_LATE, TAG_MEETING_ID, TAG_RACE_ID, TAG_SCHEDULED_FOR
+from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, checkpoint_run_config
+from racing_orchestration.checkpoints.windows import CHECKPOINTS, SENSOR_INTERVAL_SECONDS, Action, CheckpointSpec, run_key
+from racing_orchestration.race_db.migrations import assert_schema_current, normalise_url
+from racing_orchestration.race_db.resource import RaceDatabase
+
+_engines: dict[str, sa.Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def sensor_now() -> dt.datetime:
+    """The sensors' clock (tests replace it)."""
+    return dt.datetime.now(dt.UTC)
+
+
+def sensor_engine(race_db: RaceDatabase) -> sa.Engine:
+    """One small pooled engine per database URL for the life of the code server: a tick then costs one query, not
+    a new connection and a schema check (the resource object is rebuilt for every tick)."""
+    with _engines_lock:
+        engine = _engines.get(race_db.url)
+        if engine is None:
+            engine = sa.create_engine(normalise_url(race_db.url), pool_pre_ping=True, pool_size=2, max_overflow=2)
+            try:
+                assert_schema_current(engine)
+            except Exception:
+                engine.dispose()
+                raise
+            _engines[race_db.url] = engine
+        return engine
+
+
+def run_request(spec: CheckpointSpec, due: DueCheckpoint) -> dg.RunRequest:
+    scheduled = due.scheduled_for.astimezone(dt.UTC).isoformat()
+    tags = {TAG_RACE_ID: due.race_id, TAG_MEETING_ID: due.meeting_id, TAG_SCHEDULED_FOR: scheduled}
+    if due.decision.action == Action.REQUEST_LATE:
+        tags[TAG_LATE] = "true"
+    return dg.RunRequest(run_key=run_key(due.race_id, spec), run_config=checkpoint_run_config(due.race_id, spec.name, scheduled),
+                         tags=tags)
+
+
+def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
+    parts = [f"No {spec.label} checkpoint due at {now:%H:%M:%S} UTC"]
+    if plan.skipped:
+        reasons = "; ".join(f"{d.race_id}: {d.decision.reason}" for d in plan.skipped[:5])
+        more = f" (+{len(plan.skipped) - 5} more)" if len(plan.skipped) > 5 else ""
+        parts.append(f"recorded {len(plan.skipped)} as skipped in the ledger: {reasons}{more}")
+    if plan.next_due is not None:
+        parts.append(f"next due at {plan.next_due.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC")
+    else:
+        parts.append("no later race in the race database")
+    return "; ".join(parts)
+
+
+def evaluate(spec: CheckpointSpec, context: dg.SensorEvaluationContext, race_db: RaceDatabase) -> dg.SensorResult | dg.SkipReason:
+    now = sensor_now()
+    with sensor_engine(race_db).begin() as conn:
+        plan = plan_tick(conn, spec, now)
+    for due in plan.skipped:
+        context.log.warning(f"{spec.label} of race {due.race_id} skipped: {due.decision.reason}")
+    if not plan.requests:
+        return dg.SkipReason(skip_message(spec, plan, now))
+    for due in plan.requests:
+        if due.decision.action == Action.REQUEST_LATE:
+            context.log.warning(f"{spec.label} of race {due.race_id} taken late: {due.decision.reason}")
+    return dg.SensorResult(run_requests=[run_request(spec, due) for due in plan.requests])
+
+
+def build_checkpoint_sensor(spec: CheckpointSpec) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=f"{spec.job_name}_sensor",
+        job=CHECKPOINT_JOBS[spec.name],
+        minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Requests {spec.job_name} for each race whose {spec.label} time has passed (start time from the "
+        "race database); each race once, recorded in the race_checkpoints ledger.",
+    )
+    def checkpoint_sensor(context: dg.SensorEvaluationContext, race_db: RaceDatabase):
+        return evaluate(spec, context, race_db)
+
+    return checkpoint_sensor
+
+
+CHECKPOINT_SENSORS = {name: build_checkpoint_sensor(spec) for name, spec in CHECKPOINTS.items()}
+pre_race_t60_sensor = CHECKPOINT_SENSORS["t60"]
+pre_race_t15_sensor = CHECKPOINT_SENSORS["t15"]
+post_race_t5_sensor = CHECKPOINT_SENSORS["post"]
