@@ -110,6 +110,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
         version="1.0.0",
         description="The maintenance scheduler's REST API over the task registry and the Dagster instance.",
         lifespan=lifespan,
+        redoc_url=None,  # one docs page (/docs) is enough surface
     )
     app.state.api = state
     _install_error_handlers(app)

@@ -1,0 +1,112 @@
+"""`/executions` over real HTTP: paging without overlaps, a cursor that survives deletion, filters, limits."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+from dagster._core.test_utils import create_run_for_test
+
+from maintenance_jobs.trigger import job_origins
+from tests.api.conftest import RunningApi
+
+pytestmark = [pytest.mark.api, pytest.mark.integration]
+S = dg.DagsterRunStatus
+
+
+def maintenance_run(instance: dg.DagsterInstance, task: str = "nightly", service: str = "scheduler",
+                    status: dg.DagsterRunStatus = S.SUCCESS, **tags: str) -> str:
+    all_tags = {"orchestration/kind": "maintenance", "maintenance/task": task, "maintenance/service": service,
+                "maintenance/executor": "example_executor", "maintenance/triggered_by": "scheduler",
+                "maintenance/priority": "50", **tags}
+    origins = {}
+    if status == S.QUEUED:  # queued runs must say where the daemon would find their job
+        remote, python = job_origins("example_executor")
+        origins = {"remote_job_origin": remote, "job_code_origin": python}
+    return create_run_for_test(instance, job_name="example_executor", status=status, tags=all_tags, **origins).run_id
+
+
+def page_through(api: RunningApi, limit: int, **params) -> list[list[str]]:
+    pages, cursor = [], None
+    with api.client() as client:
+        while True:
+            query = {"limit": limit, **params, **({"cursor": cursor} if cursor else {})}
+            body = client.get("/executions", params=query).json()
+            pages.append([item["run_id"] for item in body["items"]])
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return pages
+
+
+def test_45_runs_page_as_20_20_5_newest_first(api: RunningApi) -> None:
+    created = [maintenance_run(api.instance) for _ in range(45)]
+    create_run_for_test(api.instance, job_name="morning_scrape", tags={"orchestration/kind": "racing"})
+    pages = page_through(api, 20)
+    assert [len(p) for p in pages] == [20, 20, 5]
+    flat = [run_id for page in pages for run_id in page]
+    assert len(set(flat)) == 45 and flat == list(reversed(created))
+    default = api.client().get("/executions").json()
+    assert len(default["items"]) == 20 and default["limit"] == 20
+
+
+def test_cursor_stays_valid_when_its_run_is_deleted(api: RunningApi) -> None:
+    created = [maintenance_run(api.instance) for _ in range(12)]
+    newest_first = list(reversed(created))
+    with api.client() as client:
+        first = client.get("/executions", params={"limit": 5}).json()
+        assert [i["run_id"] for i in first["items"]] == newest_first[:5]
+        api.instance.delete_run(first["items"][-1]["run_id"])  # e.g. the retention job removed it
+        second = client.get("/executions", params={"limit": 5, "cursor": first["next_cursor"]}).json()
+        assert [i["run_id"] for i in second["items"]] == newest_first[5:10]
+        third = client.get("/executions", params={"limit": 5, "cursor": second["next_cursor"]}).json()
+        assert [i["run_id"] for i in third["items"]] == newest_first[10:] and third["next_cursor"] is None
+        bad = client.get("/executions", params={"cursor": "not a cursor"})
+        assert bad.status_code == 400 and bad.json()["field"] == "cursor"
+
+
+def test_filters_by_task_service_and_status(api: RunningApi) -> None:
+    instance = api.instance
+    ok = maintenance_run(instance, "backup", "infra", S.SUCCESS)
+    failed = maintenance_run(instance, "backup", "infra", S.FAILURE, **{"racing/error": "disk full"})
+    timed_out = maintenance_run(instance, "backup", "infra", S.CANCELED, **{"maintenance/status": "timeout"})
+    canceled = maintenance_run(instance, "backup", "infra", S.CANCELED, **{"maintenance/status": "canceled"})
+    queued = maintenance_run(instance, "sync", "docs", S.QUEUED)
+    started = maintenance_run(instance, "sync", "docs", S.STARTED)
+    retry = maintenance_run(instance, "sync", "docs", S.SUCCESS, **{"dagster/retry_number": "2",
+                                                                    "maintenance/output": "synced 3 files"})
+
+    def ids(**params) -> list[str]:
+        return [i["run_id"] for i in api.client().get("/executions", params=params).json()["items"]]
+
+    assert ids(task_name="backup") == [canceled, timed_out, failed, ok]
+    assert ids(service="docs") == [retry, started, queued]
+    assert ids(status="pending") == [queued]
+    assert ids(status="running") == [started]
+    assert ids(status="success") == [retry, ok]
+    assert ids(status="failed") == [failed]
+    assert ids(status="timeout") == [timed_out]
+    assert ids(status="canceled") == [canceled]
+    assert ids(status="success", service="infra") == [ok]
+    assert ids(task_name="nothing") == []
+    items = {i["run_id"]: i for i in api.client().get("/executions").json()["items"]}
+    assert items[failed]["error"] == "disk full" and items[failed]["status"] == "failed"
+    assert items[retry]["retry_count"] == 2 and items[retry]["output"] == "synced 3 files"
+    assert items[timed_out]["status"] == "timeout" and items[timed_out]["dagster_status"] == "CANCELED"
+    with api.client() as client:
+        assert client.get("/executions", params={"status": "exploded"}).status_code == 422
+        assert client.get("/executions", params={"limit": 101}).status_code == 422
+        assert client.get("/executions", params={"limit": 0}).status_code == 422
+        assert len(client.get("/executions", params={"limit": 100}).json()["items"]) == 7
+
+
+def test_a_real_run_reports_times_output_and_duration(api: RunningApi) -> None:
+    from maintenance_jobs.jobs import example_executor_job
+
+    result = example_executor_job.execute_in_process(
+        run_config={"ops": {"run_example_executor": {"config": {"message": "ping", "delay_seconds": 0.2}}}},
+        instance=api.instance,
+        tags={"maintenance/task": "pinger", "maintenance/service": "scheduler", "maintenance/triggered_by": "manual"},
+    )
+    item = api.client().get("/executions", params={"task_name": "pinger"}).json()["items"][0]
+    assert item["run_id"] == result.run_id and item["status"] == "success"
+    assert item["started_at"] and item["completed_at"] and item["duration_seconds"] >= 0.2
+    assert item["output"] and "ping" in item["output"]
