@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Subcommand modules, in the order `racing --help` lists them.
-SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit"]
+SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "check"]
 
 
 def build_parser() -> argparse.ArgumentParser:
