@@ -10,6 +10,7 @@ from racing_orchestration.audit.alerts import (
 )
 from racing_orchestration.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
 from racing_orchestration.checkpoints.jobs import post_race_t5, pre_race_t15, pre_race_t60
+from racing_orchestration.checkpoints.movers import market_movers
 from racing_orchestration.checkpoints.sensors import post_race_t5_sensor, pre_race_t15_sensor, pre_race_t60_sensor
 from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_schedule
 from racing_orchestration.ingestion.race_cards import race_cards
@@ -20,6 +21,6 @@ defs = dg.Definitions(
     schedules=[cleanup_job_runs_schedule, morning_scrape_schedule],
     sensors=[run_failure_alert, partial_outcome_alert, scheduled_job_freshness,
              pre_race_t60_sensor, pre_race_t15_sensor, post_race_t5_sensor],
-    assets=[race_cards],
+    assets=[race_cards, market_movers],
     resources={**racing_resources(), "alert_webhook": alert_webhook_from_env()},
 )

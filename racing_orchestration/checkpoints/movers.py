@@ -1,0 +1,54 @@
+"""`market_movers`: the day's fixed-win price moves from T-60 to T-15 with the finish, as a daily-partitioned asset."""
+
+import datetime as dt
+
+import dagster as dg
+import pandas as pd
+import sqlalchemy as sa
+
+from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame
+from racing_orchestration.ingestion.race_cards import race_card_partitions
+from racing_orchestration.race_db import schema
+from racing_orchestration.race_db.movers import upsert_market_movers
+from racing_orchestration.race_db.resource import RaceDatabase
+
+
+def _day_frames(conn: sa.Connection, day: dt.date) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    races = sa.select(schema.races.c.race_id, schema.meetings.c.meeting_date).join(
+        schema.meetings, schema.meetings.c.meeting_id == schema.races.c.meeting_id
+    ).where(schema.meetings.c.meeting_date == day)
+    race_ids = races.with_only_columns(schema.races.c.race_id).scalar_subquery()
+    odds_t = schema.odds_snapshots
+    odds = sa.select(odds_t.c.race_id, odds_t.c.runner_number, odds_t.c.checkpoint, odds_t.c.fixed_win).where(
+        odds_t.c.race_id.in_(race_ids), odds_t.c.checkpoint.in_(["t60", "t15"])
+    )
+    res_t = schema.results
+    results = sa.select(res_t.c.race_id, res_t.c.runner_number, res_t.c.position).where(res_t.c.race_id.in_(race_ids))
+    return tuple(pd.DataFrame(conn.execute(q).mappings().all(), columns=list(q.selected_columns.keys()))
+                 for q in (odds, results, races))
+
+
+@dg.asset(
+    partitions_def=race_card_partitions,
+    group_name="racing",
+    kinds={"pandas", "postgres"},
+    description="Per runner the fixed-win price at T-60 and T-15, the finish and the move in percent; the day's "
+    "biggest movers in the metadata. Written to the market_movers table.",
+)
+def market_movers(context: dg.AssetExecutionContext, race_db: RaceDatabase) -> dg.MaterializeResult:
+    day = dt.date.fromisoformat(context.partition_key)
+    with race_db.connect() as conn:
+        odds, results, races = _day_frames(conn, day)
+    frame = market_movers_frame(odds, results, races)
+    with race_db.begin() as conn:
+        written = upsert_market_movers(conn, frame.to_dict("records"), dt.datetime.now(dt.UTC))
+    top = biggest_movers(frame)
+    return dg.MaterializeResult(
+        metadata={
+            "runners": len(frame),
+            "races": int(frame["race_id"].nunique()) if len(frame) else 0,
+            "rows_written": written,
+            "with_result": int(frame["finish_position"].notna().sum()) if len(frame) else 0,
+            "biggest_movers": dg.MetadataValue.md(top.to_markdown(index=False) if len(top) else "_no moves yet_"),
+        }
+    )
