@@ -53,6 +53,12 @@ class ThreadPoolExecutor(Executor):
         return self._retries
 
     def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
+        # dagster-postgres opens a new connection for every event (NullPool) so short-lived workers hold none;
+        # with many steps writing events from several threads that connect cost dominates. A small pool,
+        # the same one the webserver uses, lives only as long as this run worker.
+        plan_context.instance.optimize_for_webserver(
+            statement_timeout=0, pool_recycle=3600, max_overflow=self.max_concurrent
+        )
         yield DagsterEvent.engine_event(
             plan_context,
             f"Executing steps in up to {self.max_concurrent} threads (pid: {os.getpid()})",
