@@ -1,0 +1,34 @@
+"""The control API's Prometheus metrics (the published interface of `GET /metrics`), by exposition name.
+
+Dashboards and alert rules may reference only these. A histogram also exports `_bucket`, `_sum` and `_count`
+series; prometheus_client adds `_created` to counters.
+"""
+
+from __future__ import annotations
+
+EXPORTED_METRICS: dict[str, str] = {
+    "orchestration_runs": "gauge",
+    "orchestration_step_retries": "gauge",
+    "orchestration_run_retries": "gauge",
+    "orchestration_active_runs": "gauge",
+    "orchestration_queued_runs": "gauge",
+    "orchestration_run_duration_seconds": "histogram",
+    "orchestration_items_processed": "gauge",
+    "orchestration_items_failed": "gauge",
+    "orchestration_last_success_timestamp_seconds": "gauge",
+    "orchestration_daemon_heartbeat_age_seconds": "gauge",
+    "orchestration_tab_api_requests": "gauge",
+    "maintenance_tasks_enabled": "gauge",
+    "maintenance_concurrent_limit": "gauge",
+    "maintenance_api_requests_total": "counter",
+}
+
+_SERIES_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": ("_created",), "gauge": ()}
+
+
+def series_names(metrics: dict[str, str] = EXPORTED_METRICS) -> frozenset[str]:
+    """Every series name a scrape of the API can contain."""
+    names = set(metrics)
+    for name, kind in metrics.items():
+        names.update(name + suffix for suffix in _SERIES_SUFFIXES[kind])
+    return frozenset(names)

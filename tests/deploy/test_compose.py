@@ -1,0 +1,272 @@
+"""Static checks of docker-compose.yml and .env.example (no Docker engine here): the compose-spec schema, files the
+compose file refers to, variables, healthchecks, pinned images, published ports and the Docker socket."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.compose_model import (
+    COMPOSE_FILE,
+    ENV_EXAMPLE,
+    REPO_ROOT,
+    bind_mount_sources,
+    env_example,
+    image_tag_problem,
+    interpolate,
+    load_compose,
+    published_host_ip,
+    string_values,
+    variables_used,
+)
+
+pytestmark = pytest.mark.unit
+
+COMPOSE = load_compose()
+COMPOSE_STRINGS = "\n".join(string_values(COMPOSE))
+SERVICES: dict = COMPOSE["services"]
+ONE_SHOT = {"migrate"}
+STATEFUL = {"postgres", "prometheus", "grafana"}
+DOCKER_SOCKET = "/var/run/docker.sock"
+DOCKERFILES = (REPO_ROOT / "deploy" / "Dockerfile.dagster", REPO_ROOT / "deploy" / "Dockerfile.user_code")
+# The daemon launches and monitors run containers; the webserver's Terminate button stops them.
+SOCKET_USERS = {"daemon", "webserver"}
+
+
+def _check_compose_schema(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(path)],
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_compose_file_matches_the_compose_specification() -> None:
+    result = _check_compose_schema(COMPOSE_FILE)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_schema_check_rejects_an_unknown_service_key(tmp_path: Path) -> None:
+    # The validator resolves the anchors: a bad key in the shared user-code block shows up in every service using it.
+    broken = COMPOSE_FILE.read_text().replace("  logging: *logging\n", "  logging: *logging\n  bogus_key: 1\n", 1)
+    (tmp_path / "docker-compose.yml").write_text(broken)
+    result = _check_compose_schema(tmp_path / "docker-compose.yml")
+    assert result.returncode != 0
+    assert "bogus_key" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("${A}", {"A"}),
+        ("${B:-x} ${C-y} ${D:?set D} ${E?e}", {"B", "C", "D", "E"}),
+        ("$F and $$NOT_A_VARIABLE", {"F"}),  # `$$` is a literal dollar in compose
+        ("postgresql://u:${PW:?set PW in .env}@postgres/db", {"PW"}),
+    ],
+)
+def test_variables_used(text: str, expected: set[str]) -> None:
+    assert variables_used(text) == expected
+
+
+def test_every_compose_variable_is_documented_in_env_example() -> None:
+    missing = variables_used(COMPOSE_STRINGS) - env_example().keys()
+    assert not missing, f"variables used in docker-compose.yml but missing from .env.example: {sorted(missing)}"
+
+
+def test_env_example_documents_each_variable_and_lists_no_unused_ones() -> None:
+    used = variables_used(COMPOSE_STRINGS)
+    commented = False  # a comment opens a block of variables it describes
+    for line in ENV_EXAMPLE.read_text().splitlines():
+        if line.startswith("#"):
+            commented = True
+        elif not line.strip():
+            commented = False
+        else:
+            name = line.split("=", 1)[0]
+            assert name in used, f".env.example lists {name}, which docker-compose.yml never reads"
+            assert commented, f".env.example: {name} has no comment describing it"
+
+
+def test_env_example_holds_no_secrets() -> None:
+    secrets = ("POSTGRES_PASSWORD", "DAGSTER_DB_PASSWORD", "RACING_DB_PASSWORD", "MAINTENANCE_DB_PASSWORD",
+               "SCHEDULER_API_KEY", "GRAFANA_ADMIN_PASSWORD", "GITEA_TOKEN")
+    values = env_example()
+    assert {name: values[name] for name in secrets} == dict.fromkeys(secrets, "")
+
+
+def test_compose_refuses_to_start_without_the_required_secrets() -> None:
+    with pytest.raises(ValueError, match=r"_PASSWORD: set \w+_PASSWORD in .env"):
+        interpolate(COMPOSE_STRINGS, env_example())
+    filled = {**env_example(), **{name: "x" for name, value in env_example().items() if value == ""}}
+    assert "${" not in interpolate(COMPOSE_STRINGS, filled)
+
+
+def test_no_hard_coded_passwords() -> None:
+    for name, service in SERVICES.items():
+        for key, value in (service.get("environment") or {}).items():
+            value = str(value)
+            if any(word in key for word in ("PASSWORD", "TOKEN", "API_KEY")):
+                assert value.startswith("${"), f"{name}.{key} is not taken from .env"
+            if credentials := re.search(r"://[^:/@]+:([^@]*)@", value):
+                assert credentials.group(1).startswith("${"), f"{name}.{key} has a password in the URL"
+
+
+def test_build_contexts_dockerfiles_and_their_copy_sources_exist() -> None:
+    built = {name: s["build"] for name, s in SERVICES.items() if "build" in s}
+    assert built.keys() >= {"migrate", "code-racing", "code-maintenance", "api", "webserver", "daemon"}
+    for name, build in built.items():
+        context = REPO_ROOT / build["context"]
+        dockerfile = context / build["dockerfile"]
+        assert context.is_dir(), f"{name}: build context {context} missing"
+        assert dockerfile.is_file(), f"{name}: {dockerfile} missing"
+        for line in dockerfile.read_text().splitlines():
+            words = line.split()
+            if words[:1] == ["COPY"] and not any(word.startswith("--from") for word in words):
+                for source in (w for w in words[1:-1] if not w.startswith("--")):
+                    assert (context / source).exists(), f"{dockerfile.name}: COPY source {source} missing"
+
+
+def test_every_bind_mounted_file_exists() -> None:
+    for name, service in SERVICES.items():
+        for source in bind_mount_sources(service):
+            if source == DOCKER_SOCKET:
+                continue
+            assert (REPO_ROOT / source).exists(), f"{name}: bind mount {source} does not exist"
+
+
+def test_docker_socket_only_where_runs_are_launched_or_stopped() -> None:
+    users = {name for name, service in SERVICES.items() if DOCKER_SOCKET in bind_mount_sources(service)}
+    assert users == SOCKET_USERS
+
+
+@pytest.mark.parametrize(
+    ("image", "problem"),
+    [
+        ("postgres:16.4-alpine", None),
+        ("racing-orchestration/user-code:0.1.0", None),
+        ("registry:5000/app", "no tag"),
+        ("grafana/grafana", "no tag"),
+        ("prom/prometheus:latest", "latest"),
+        ("postgres@sha256:" + "a" * 64, None),
+    ],
+)
+def test_image_tag_problem(image: str, problem: str | None) -> None:
+    found = image_tag_problem(image)
+    assert (found is None) if problem is None else (problem in found)
+
+
+def test_every_image_is_pinned() -> None:
+    env = {**env_example(), **{name: "x" for name, value in env_example().items() if value == ""}}
+    for name, service in SERVICES.items():
+        image = interpolate(service["image"], env)
+        assert image_tag_problem(image) is None, f"{name}: {image_tag_problem(image)}"
+    for dockerfile in DOCKERFILES:
+        for line in dockerfile.read_text().splitlines():
+            if line.startswith("FROM "):
+                assert image_tag_problem(line.split()[1]) is None, f"{dockerfile.name}: {line}"
+
+
+@pytest.mark.parametrize(
+    ("port", "host_ip"),
+    [
+        ("127.0.0.1:3000:3000", "127.0.0.1"),
+        ("3000:3000", "0.0.0.0"),
+        ("3000", "0.0.0.0"),
+        ("[::1]:3000:3000", "::1"),
+        ({"target": 3000, "published": 3000, "host_ip": "127.0.0.1"}, "127.0.0.1"),
+        ({"target": 3000, "published": 3000}, "0.0.0.0"),
+    ],
+)
+def test_published_host_ip(port: str | dict, host_ip: str) -> None:
+    assert published_host_ip(port) == host_ip
+
+
+def test_ports_are_published_on_loopback_only() -> None:
+    # The webserver and Prometheus have no login; remote access goes through a tunnel or an authenticating proxy.
+    published = {name: s.get("ports", []) for name, s in SERVICES.items() if s.get("ports")}
+    assert "webserver" in published
+    for name, ports in published.items():
+        for port in ports:
+            assert published_host_ip(port) == "127.0.0.1", f"{name} publishes {port} beyond localhost"
+    assert not SERVICES["postgres"].get("ports"), "Postgres is reachable on the compose network only"
+
+
+def test_stateful_and_long_running_services_have_healthchecks_and_restart_policies() -> None:
+    for name, service in SERVICES.items():
+        if name in ONE_SHOT:
+            assert service["restart"] == "no"
+            continue
+        assert service.get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+        assert service.get("restart") in {"always", "unless-stopped", "on-failure"}, f"{name}: no restart policy"
+    assert STATEFUL <= SERVICES.keys()
+    assert "pg_isready" in str(SERVICES["postgres"]["healthcheck"]["test"])
+
+
+def test_every_service_has_resource_limits() -> None:
+    for name, service in SERVICES.items():
+        limits = service.get("deploy", {}).get("resources", {}).get("limits", {})
+        assert limits.get("memory") and limits.get("cpus"), f"{name} has no cpu/memory limits"
+
+
+def test_dependencies_wait_for_health_or_completion() -> None:
+    for name, service in SERVICES.items():
+        for dependency, spec in (service.get("depends_on") or {}).items():
+            condition = spec["condition"]
+            if condition == "service_healthy":
+                assert "healthcheck" in SERVICES[dependency], f"{name} waits on {dependency}, which has no healthcheck"
+            else:
+                assert condition == "service_completed_successfully" and dependency in ONE_SHOT, (name, dependency)
+    for code_server in ("code-racing", "code-maintenance", "api"):
+        assert SERVICES[code_server]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert SERVICES["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    migrate_command = " ".join(SERVICES["migrate"]["command"])
+    for step in ("dagster instance migrate", "racing db upgrade", "maintenance db upgrade"):
+        assert step in migrate_command
+
+
+def test_dockerfiles_run_as_a_non_root_user() -> None:
+    for dockerfile in DOCKERFILES:
+        lines = dockerfile.read_text().splitlines()
+        users = [line.split()[1] for line in lines if line.startswith("USER ")]
+        assert users and users[-1] not in {"root", "0"}, f"{dockerfile.name} ends as root"
+
+
+def test_dagster_image_has_no_user_code() -> None:
+    text = (REPO_ROOT / "deploy" / "Dockerfile.dagster").read_text()
+    for package in ("racing_orchestration", "maintenance_jobs", "pyproject.toml"):
+        assert package not in text
+    lock = (REPO_ROOT / "deploy" / "requirements-dagster.lock").read_text()
+    assert "racing-orchestration" not in lock and "fastapi" not in lock
+
+
+def test_code_servers_serve_the_workspace_locations_from_their_own_image() -> None:
+    deploy_workspace = yaml.safe_load((REPO_ROOT / "deploy" / "workspace.yaml").read_text())["load_from"]
+    local_workspace = yaml.safe_load((REPO_ROOT / "workspace.yaml").read_text())["load_from"]
+    local_names = [entry["python_module"]["location_name"] for entry in local_workspace]
+    servers = [entry["grpc_server"] for entry in deploy_workspace]
+    assert [server["location_name"] for server in servers] == local_names
+    for server in servers:
+        service = SERVICES[server["host"]]
+        command = service["command"].split()
+        assert command[command.index("--location-name") + 1] == server["location_name"]
+        assert command[command.index("-p") + 1] == str(server["port"])
+        assert service["environment"]["DAGSTER_CURRENT_IMAGE"] == service["image"]
+
+
+def test_run_launcher_network_and_env_passthrough_match_the_daemon() -> None:
+    instance_config = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())
+    launcher = instance_config["run_launcher"]
+    assert launcher["class"] == "DockerRunLauncher"
+    assert launcher["config"]["network"] == COMPOSE["networks"]["orchestration"]["name"]
+    assert launcher["config"]["container_kwargs"]["auto_remove"] is True
+    daemon_environment = SERVICES["daemon"]["environment"]
+    missing = [name for name in launcher["config"]["env_vars"] if "=" not in name and name not in daemon_environment]
+    assert not missing, f"the daemon cannot pass these through to run containers: {missing}"
+    # Each code location's runs need the settings its resources read.
+    assert {"DAGSTER_POSTGRES_URL", "RACING_DATABASE_URL", "MAINTENANCE_DATABASE_URL", "GITEA_TOKEN"} <= set(
+        launcher["config"]["env_vars"]
+    )
