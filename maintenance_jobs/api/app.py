@@ -54,6 +54,20 @@ class RequestCounter:
             self.counter.labels(scope["method"], getattr(route, "path", "unmatched"), str(status_code)).inc()
 
 
+class RejectNulInUrl:
+    """Postgres text cannot hold NUL: a %00 in the path or query is a client error (400), not a driver crash."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and ("\x00" in scope["path"] or b"%00" in scope["query_string"]):
+            response = _error(400, "NUL characters are not allowed in the URL", field="url")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 def _error(status_code: int, detail: str, **extra: str) -> JSONResponse:
     return JSONResponse({"detail": detail, **extra}, status_code=status_code)
 
@@ -74,6 +88,12 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CursorError)
     async def bad_cursor(_: Request, exc: CursorError) -> JSONResponse:
         return _error(400, str(exc), field="cursor")
+
+    @app.exception_handler(sa.exc.DataError)
+    async def rejected_value(request: Request, exc: sa.exc.DataError) -> JSONResponse:
+        # Backstop: input validation should have caught it, but a value the database refuses is still bad input.
+        log.warning("value rejected by the database on %s %s: %s", request.method, request.url.path, exc.orig)
+        return _error(422, "a value was rejected by the database (e.g. out of range or an invalid character)")
 
     @app.exception_handler(sa.exc.OperationalError)
     async def database_down(request: Request, exc: sa.exc.OperationalError) -> JSONResponse:
@@ -165,6 +185,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
         return app.openapi_schema
 
     app.openapi = openapi
+    app.add_middleware(RejectNulInUrl)
     app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, public_paths=settings.public_paths)
     app.add_middleware(RequestCounter, counter=requests)
     return app

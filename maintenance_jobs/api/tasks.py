@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from maintenance_jobs import registry as tasks_registry
 from maintenance_jobs.api.deps import api_state, instance, registry
-from maintenance_jobs.models import Task, TaskSpec
+from maintenance_jobs.models import Task, TaskSpec, TaskValidationError
 from maintenance_jobs.trigger import trigger_task
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
@@ -24,6 +24,19 @@ TaskUpdate = create_model(
     __config__=ConfigDict(extra="forbid"),
     **{name: (field.annotation | None, None) for name, field in TaskSpec.model_fields.items()},
 )
+
+
+def reject_nul(value: Any, field: str) -> None:
+    """TaskValidationError naming the first string (key or value) holding NUL, which Postgres cannot store."""
+    if isinstance(value, str) and "\x00" in value:
+        raise TaskValidationError(field, "must not contain NUL characters")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            reject_nul(key, f"{field}.{key}" if field else str(key))
+            reject_nul(item, f"{field}.{key}" if field else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            reject_nul(item, f"{field}.{index}")
 
 
 class Triggered(BaseModel):
@@ -50,12 +63,15 @@ def get_task(task_name: str, engine: Registry):
 
 @router.post("", response_model=Task, status_code=201)
 def create_task(spec: TaskSpec, engine: Registry):
-    return tasks_registry.create_task(engine, spec.model_dump())
+    data = spec.model_dump()
+    reject_nul(data, "")
+    return tasks_registry.create_task(engine, data)
 
 
 @router.put("/{task_name}", response_model=Task, summary="Change some fields of a task")
 def update_task(task_name: str, engine: Registry, changes: Annotated[TaskUpdate, Body()]):
     data: dict[str, Any] = changes.model_dump(exclude_unset=True)
+    reject_nul(data, "")
     return tasks_registry.update_task(engine, task_name, data)
 
 

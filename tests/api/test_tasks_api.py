@@ -62,6 +62,12 @@ def test_duplicate_unknown_and_invalid_input(api: RunningApi) -> None:
         malformed = client.post("/tasks", content=b'{"task_name": ', headers={"Content-Type": "application/json"})
         assert malformed.status_code == 422 and "JSON" in malformed.text
         assert client.get("/tasks", params={"enabled": "maybe"}).status_code == 422
+        # Postgres cannot store NUL: a client error naming the field, not a driver crash.
+        nul = client.post("/tasks", json=task_body("n", description="a\x00b"))
+        assert nul.status_code == 422 and nul.json()["field"] == "description"
+        nul_config = client.put("/tasks/dup", json={"config": {"message": "\x00", "delay_seconds": 0}})
+        assert nul_config.status_code == 422 and nul_config.json()["field"] == "config.message"
+        assert client.get("/tasks", params={"service": "a\x00"}).status_code == 400
         # Nothing was lost on the way: the first task is unchanged.
         assert client.get("/tasks/dup").json()["priority"] == 50
 
