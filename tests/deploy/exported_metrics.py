@@ -1,7 +1,7 @@
 """The control API's Prometheus metrics (the published interface of `GET /metrics`), by exposition name.
 
 Dashboards and alert rules may reference only these. A histogram also exports `_bucket`, `_sum` and `_count`
-series; prometheus_client adds `_created` to counters.
+series.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ EXPORTED_METRICS: dict[str, str] = {
     "maintenance_api_requests_total": "counter",
 }
 
-_SERIES_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": ("_created",), "gauge": ()}
+_SERIES_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": (), "gauge": ()}
 
 
 def series_names(metrics: dict[str, str] = EXPORTED_METRICS) -> frozenset[str]:
