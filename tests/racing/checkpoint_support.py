@@ -49,9 +49,10 @@ def fetch_event(feed: SimFeed, race_id: str):
     return parse_event_response(get_json(feed, f"/events/{race_id}"))
 
 
-def pick_race(meetings: list[SimMeeting], *, abandoned: bool = False, delayed: bool = False) -> tuple[SimMeeting, SimRace]:
+def pick_race(meetings: list[SimMeeting], *, abandoned: bool = False, delayed: bool = False,
+              countries: tuple[str, ...] = ("NZ",)) -> tuple[SimMeeting, SimRace]:
     for meeting in meetings:
-        if meeting.country != "NZ":
+        if meeting.country not in countries:
             continue
         for race in meeting.races:
             if (race.abandoned_at is not None) == abandoned and bool(race.delay) == delayed:

@@ -71,10 +71,10 @@ def _run(job_name, race_id, checkpoint, instance, client, race_db, delays=None, 
     )
 
 
-def _seed(server: SimFeedServer, race_db, clock: Clock):
+def _seed(server: SimFeedServer, race_db, clock: Clock, countries=("NZ",)):
     at = clock.now
     clock.now = dt.datetime.combine(DAY, dt.time(6), tzinfo=dt.UTC) - dt.timedelta(hours=13)  # 06:00 NZ-ish
-    seed_day(server.feed, race_db, DAY, countries=("NZ",))
+    seed_day(server.feed, race_db, DAY, countries=countries)
     clock.now = at
 
 
@@ -189,8 +189,8 @@ def test_post_race_still_interim_after_the_chain_ends_partial(pg_instance, race_
 def test_post_race_abandoned_marks_and_stops(pg_instance, race_db) -> None:
     clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
     with _server(clock) as server:
-        _, race = pick_race(server.feed.day(DAY), abandoned=True)
-        _seed(server, race_db, clock)
+        _, race = pick_race(server.feed.day(DAY), abandoned=True, countries=("NZ", "AUS"))
+        _seed(server, race_db, clock, countries=("NZ", "AUS"))
         clock.now = race.scheduled_start + dt.timedelta(minutes=5)
         result = _run("post_race_t5", race.race_id, "post", pg_instance, _client(server), race_db, [0.05, 0.05, 0.1])
         assert result.success
