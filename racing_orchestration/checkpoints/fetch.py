@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from racing_orchestration.ingestion.scrape import fork_client
 from racing_orchestration.race_db.checkpoints import update_checkpoint
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.race_db.store import record_scrapes
@@ -22,7 +21,7 @@ TAG_PROVISIONAL = "racing/provisional"
 
 def fetch_event(tab_client: TabClient, race_db: RaceDatabase, race_id: str, run_id: str) -> tuple[Event, list[ApiCall]]:
     """GET /events/{race_id}; the call is recorded in `scrapes` even when it fails (then the error propagates)."""
-    client = fork_client(tab_client)
+    client = tab_client.fork()
     try:
         event = client.get_event(race_id)
     except Exception:
