@@ -8,12 +8,23 @@ import pytest
 def test_racing_orchestration_definitions_load(monkeypatch) -> None:
     from racing_orchestration.definitions import defs
 
-    for job in ("morning_scrape",):
+    for job in ("morning_scrape", "pre_race_t60", "pre_race_t15", "post_race_t5", "cleanup_job_runs"):
         assert defs.resolve_job_def(job).name == job
-    schedule = defs.resolve_schedule_def("morning_scrape_schedule")
-    assert schedule.cron_schedule == "0 6 * * *"
-    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    assert defs.resolve_assets_def("race_cards").partitions_def is not None
+    crons = {name: defs.resolve_schedule_def(name) for name in ("morning_scrape_schedule", "cleanup_job_runs_schedule")}
+    assert crons["morning_scrape_schedule"].cron_schedule == "0 6 * * *"
+    assert crons["cleanup_job_runs_schedule"].cron_schedule == "0 2 * * *"
+    for schedule in crons.values():
+        assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+        assert schedule.execution_timezone == "Pacific/Auckland"
+    for name in ("pre_race_t60_sensor", "pre_race_t15_sensor", "post_race_t5_sensor", "run_failure_alert",
+                 "partial_outcome_alert", "scheduled_job_freshness"):
+        sensor = defs.resolve_sensor_def(name)
+        assert sensor.default_status == dg.DefaultSensorStatus.RUNNING, name
+        assert sensor.minimum_interval_seconds is None or sensor.minimum_interval_seconds <= 300, name
+    for name in ("pre_race_t60_sensor", "pre_race_t15_sensor", "post_race_t5_sensor"):
+        assert defs.resolve_sensor_def(name).minimum_interval_seconds <= 30  # race-time accuracy needs <= 30 s
+    for asset in ("race_cards", "market_movers"):
+        assert defs.resolve_assets_def(asset).partitions_def is not None
     assert dg.Definitions.validate_loadable(defs) is None
 
 
@@ -21,6 +32,11 @@ def test_racing_orchestration_definitions_load(monkeypatch) -> None:
 def test_maintenance_jobs_definitions_load() -> None:
     from maintenance_jobs.definitions import defs
 
+    for job in ("example_executor", "doc_sync_executor", "config_backup_executor", "plugin_executor"):
+        assert defs.resolve_job_def(job).tags.get("orchestration/kind") == "maintenance", job
+    dispatcher = defs.resolve_sensor_def("maintenance_dispatcher")
+    assert dispatcher.minimum_interval_seconds == 60
+    assert dispatcher.default_status == dg.DefaultSensorStatus.RUNNING
     assert dg.Definitions.validate_loadable(defs) is None
 
 
