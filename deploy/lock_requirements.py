@@ -77,7 +77,9 @@ def main() -> int:
     by_name = {canonicalize_name(r.name): r for r in runtime}
     dagster_roots = [by_name[canonicalize_name(name)] for name in DAGSTER_IMAGE_ROOTS]
     locks = {
-        "requirements-dagster.lock": ("webserver/daemon image: Dagster and its plug-ins, no project code", dagster_roots),
+        "requirements-dagster.lock": (
+            "webserver/daemon image: Dagster and its plug-ins, no project code", dagster_roots
+        ),
         "requirements-user-code.lock": ("user-code image: the project's runtime dependencies", runtime),
     }
     for filename, (title, roots) in locks.items():

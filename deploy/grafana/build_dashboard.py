@@ -15,6 +15,7 @@ OUTPUT = Path(__file__).resolve().parent / "dashboards" / "orchestration.json"
 DATASOURCE = {"type": "prometheus", "uid": "orchestration-prometheus"}  # provisioning/datasources/prometheus.yml
 FINISHED = 'outcome=~"success|partial|failed"'
 FAILED = 'outcome="failed"'
+DURATION_BUCKETS = 'sum by (job, le) (orchestration_run_duration_seconds_bucket{job=~"$job"})'
 # Dagster UI run list filtered by job and status (legacy `q[]` filter tokens, still accepted by the 1.13 UI).
 FAILED_RUNS_LINK = "${dagster_ui_url}/runs?q%5B%5D=job%3A${__data.fields.job}&q%5B%5D=status%3AFAILURE"
 PARTIAL_RUNS_LINK = "${dagster_ui_url}/runs?q%5B%5D=job%3A${__data.fields.job}&q%5B%5D=tag%3Aracing%2Foutcome%3Dpartial"
@@ -65,8 +66,9 @@ def _drilldown_table(y: int) -> dict[str, Any]:
     }
     return _panel(
         "table", "Failed runs (24 h) — drill down to the Dagster UI", (0, y, 24, 8), targets,
-        description="Jobs with failed or partial runs in the last 24 hours. Click a job to open its failed (or partial) "
-                    "runs in the Dagster UI (set the dashboard's `Dagster UI` variable to the address you use).",
+        description="Jobs with failed or partial runs in the last 24 hours. Click a job to open its failed "
+                    "(or partial) runs in the Dagster UI (set the dashboard's `Dagster UI` variable to the "
+                    "address you use).",
         overrides=[link_override],
         transformations=[
             {"id": "merge", "options": {}},
@@ -108,14 +110,13 @@ def panels() -> list[dict[str, Any]]:
             f"sum by (job) ({runs.format(window='1h', outcome=FINISHED)})", "A", "{{job}}")],
             unit="percentunit", description="Alert JobFailureRateHigh fires above 10% for 5 minutes."),
         _panel("timeseries", "Run duration (runs finished in the last 24 h)", (0, 12, 12, 8), [
-            _target('histogram_quantile(0.5, sum by (job, le) (orchestration_run_duration_seconds_bucket{job=~"$job"}))',
-                    "A", "{{job}} p50"),
-            _target('histogram_quantile(0.95, sum by (job, le) (orchestration_run_duration_seconds_bucket{job=~"$job"}))',
-                    "B", "{{job}} p95"),
+            _target(f"histogram_quantile(0.5, {DURATION_BUCKETS})", "A", "{{job}} p50"),
+            _target(f"histogram_quantile(0.95, {DURATION_BUCKETS})", "B", "{{job}} p95"),
         ], unit="s"),
         _panel("timeseries", "Retries (1 h window)", (12, 12, 12, 8), [
             _target('sum by (job) (orchestration_step_retries{window="1h", job=~"$job"})', "A", "{{job}} step retries"),
-            _target('sum by (job) (orchestration_run_retries{window="1h", job=~"$job"})', "B", "{{job}} run re-executions"),
+            _target('sum by (job) (orchestration_run_retries{window="1h", job=~"$job"})', "B",
+                    "{{job}} run re-executions"),
         ], description="Step retries (retry policies, RetryRequested) and run-level re-executions of crashed runs."),
         _drilldown_table(20),
         _panel("timeseries", "Items processed per hour", (0, 28, 12, 8), [
@@ -129,7 +130,8 @@ def panels() -> list[dict[str, Any]]:
             _target("maintenance_tasks_enabled", "D", "tasks enabled"),
         ]),
         _panel("timeseries", "TAB API requests (1 h window)", (0, 36, 12, 8), [_target(
-            'sum by (endpoint, outcome) (orchestration_tab_api_requests{window="1h"})', "A", "{{endpoint}} {{outcome}}")]),
+            'sum by (endpoint, outcome) (orchestration_tab_api_requests{window="1h"})', "A",
+            "{{endpoint}} {{outcome}}")]),
         _panel("timeseries", "Control API requests", (12, 36, 12, 8), [_target(
             "sum by (route, status) (rate(maintenance_api_requests_total[5m]))", "A", "{{route}} {{status}}")],
             unit="reqps"),

@@ -49,7 +49,8 @@ def queries(board: dict) -> list[str]:
 
 def metric_problems(board: dict) -> list[str]:
     known = series_names()
-    return [f"{expr}: {sorted(unknown_metrics(expr, known))}" for expr in queries(board) if unknown_metrics(expr, known)]
+    unknown = {expr: unknown_metrics(expr, known) for expr in queries(board)}
+    return [f"{expr}: {sorted(names)}" for expr, names in unknown.items() if names]
 
 
 def test_committed_dashboard_is_the_builder_output() -> None:

@@ -33,7 +33,9 @@ def _dagster_home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def compose_instance(tmp_path: Path, fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[dg.DagsterInstance]:
+def compose_instance(
+    tmp_path: Path, fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dg.DagsterInstance]:
     """The compose instance config, as the webserver/daemon load it from $DAGSTER_HOME, on a fresh database."""
     monkeypatch.setenv("DAGSTER_HOME", str(_dagster_home(tmp_path)))
     monkeypatch.setenv("DAGSTER_POSTGRES_URL", fresh_database_url)
@@ -70,7 +72,8 @@ def test_compose_instance_loads_with_the_docker_run_launcher(compose_instance: d
     assert compose_instance.run_monitoring_enabled
     assert compose_instance.run_retries_enabled and compose_instance.run_retries_max_retries == 1
     assert type(compose_instance.run_coordinator).__name__ == "QueuedRunCoordinator"
-    limits = {limit["key"]: limit["limit"] for limit in compose_instance.get_concurrency_config().run_queue_config.tag_concurrency_limits}
+    queue = compose_instance.get_concurrency_config().run_queue_config
+    limits = {limit["key"]: limit["limit"] for limit in queue.tag_concurrency_limits}
     assert limits == {"orchestration/kind": 5, "racing/race_id": 1}
 
 
@@ -98,7 +101,8 @@ def test_launcher_env_passthrough_resolves_from_the_daemon_environment(
     run = compose_instance.get_run_by_id(deploy_smoke_job.execute_in_process(instance=compose_instance).run_id)
     context = compose_instance.run_launcher.get_container_context(run)
     run_env = dict(parse_env_var(name) for name in context.env_vars)
-    assert run_env["DAGSTER_POSTGRES_URL"] == f"postgresql+psycopg2://dagster:{filled['DAGSTER_DB_PASSWORD']}@postgres:5432/dagster"
+    password = filled["DAGSTER_DB_PASSWORD"]
+    assert run_env["DAGSTER_POSTGRES_URL"] == f"postgresql+psycopg2://dagster:{password}@postgres:5432/dagster"
     assert run_env["GITEA_TOKEN"] == filled["GITEA_TOKEN"]
     # A name the daemon lacks fails the launch naming it, rather than starting a run without its settings.
     monkeypatch.delenv("GITEA_TOKEN")

@@ -35,7 +35,8 @@ def read_lock(path: Path) -> dict[str, str]:
 
 USER_CODE_LOCK = read_lock(DEPLOY_DIR / "requirements-user-code.lock")
 DAGSTER_LOCK = read_lock(DEPLOY_DIR / "requirements-dagster.lock")
-RUNTIME = [Requirement(line) for line in tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+RUNTIME = [Requirement(line) for line in PYPROJECT["project"]["dependencies"]]
 
 
 def test_read_lock_rejects_ranges(tmp_path: Path) -> None:
@@ -53,7 +54,8 @@ def test_user_code_lock_satisfies_every_runtime_requirement(requirement: Require
 
 
 def test_both_images_pin_the_same_versions() -> None:
-    differing = {name: (v, USER_CODE_LOCK.get(name)) for name, v in DAGSTER_LOCK.items() if USER_CODE_LOCK.get(name) != v}
+    differing = {name: (v, USER_CODE_LOCK.get(name)) for name, v in DAGSTER_LOCK.items()
+                 if USER_CODE_LOCK.get(name) != v}
     assert not differing
     for package in ("dagster", "dagster-webserver", "dagster-graphql", "dagster-postgres", "dagster-docker"):
         assert package in DAGSTER_LOCK

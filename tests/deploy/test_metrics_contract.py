@@ -27,7 +27,11 @@ from tests.deploy.test_grafana import queries
 
 pytestmark = pytest.mark.integration
 
-_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": ("_total", "_created"), "summary": ("_sum", "_count")}
+_SUFFIXES = {
+    "histogram": ("_bucket", "_sum", "_count"),
+    "counter": ("_total", "_created"),
+    "summary": ("_sum", "_count"),
+}
 
 
 @dg.op
@@ -58,8 +62,8 @@ def scraped_series(
     """Every metric family and series name one scrape of the running API contains."""
     upgrade(fresh_database_url)
     assert metrics_probe_job.execute_in_process(instance=pg_instance).success
-    settings = ApiSettings(registry_url=fresh_database_url, api_key="deploy-test-key-0123", instance=lambda: pg_instance,
-                           racing_database_url=racing_database_url)
+    settings = ApiSettings(registry_url=fresh_database_url, api_key="deploy-test-key-0123",
+                           instance=lambda: pg_instance, racing_database_url=racing_database_url)
     server, thread = serve(create_app(settings), free_port())
     try:
         port = server.servers[0].sockets[0].getsockname()[1]
