@@ -150,3 +150,12 @@ def test_openapi_declares_bearer_auth_except_on_public_paths() -> None:
     assert schema["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
     assert schema["paths"]["/tasks"]["get"]["security"] == [{"apiKey": []}]
     assert "security" not in schema["paths"]["/health"]["get"]
+
+
+def test_stats_counts_use_the_executions_status_mapping() -> None:
+    from maintenance_jobs.api.status import count_by_execution_status
+
+    rows = [("SUCCESS", None, 4), ("FAILURE", None, 2), ("FAILURE", "timeout", 1), ("CANCELED", "timeout", 2),
+            ("CANCELED", "canceled", 1), ("QUEUED", None, 3), ("STARTED", None, 1), ("STARTING", None, 1)]
+    assert count_by_execution_status(rows) == {"pending": 4, "running": 1, "success": 4, "failed": 2,
+                                               "timeout": 3, "canceled": 1}

@@ -1,0 +1,186 @@
+"""Benchmark: control API latency with 100k runs in Dagster storage, 50 concurrent clients and one client.
+
+Builds an embedded Postgres with 100,000 runs (10% maintenance-tagged, created over 30 days) inserted in bulk
+through Dagster's run tables (`RunsTable`/`RunTagsTable`, the same rows `instance.add_run` writes, minus one
+round trip per run), serves `python -m maintenance_jobs.api` in its own process, and measures p50/p99 latency and
+throughput of `GET /executions?limit=20`, a status-filtered page, a deep page (cursor) and `GET /stats`.
+
+    .venv/bin/python bench/api_latency.py [--runs 100000] [--clients 50] [--requests 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+KEY = "bench-key-0123456789"
+TASKS = [("backup_docker_configs_daily", "scheduler"), ("sync_fastapi_docs_monthly", "docs"),
+         ("test_example_task", "scheduler"), ("disk_usage", "infra")]
+
+
+def insert_runs(instance, count: int, maintenance_share: float, seed: int = 7) -> None:
+    """Bulk-insert `count` finished/queued runs with their tags, oldest first (ids grow with created time)."""
+    import dagster as dg
+    import sqlalchemy as sa
+    from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+    from dagster._serdes import serialize_value
+
+    rng = random.Random(seed)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    start = now - dt.timedelta(days=30)
+    step = dt.timedelta(days=30) / count
+    statuses = [dg.DagsterRunStatus.SUCCESS] * 87 + [dg.DagsterRunStatus.FAILURE] * 10 + \
+               [dg.DagsterRunStatus.CANCELED] * 3
+    batch_runs, batch_tags = [], []
+    with instance.run_storage.connect() as conn:
+        for i in range(count):
+            created = start + step * i
+            maintenance = rng.random() < maintenance_share
+            # Only the newest runs are still going (the queue limits active runs to a few dozen).
+            status = dg.DagsterRunStatus.STARTED if i >= count - 20 else rng.choice(statuses)
+            if maintenance:
+                task, service = rng.choice(TASKS)
+                job = "example_executor"
+                tags = {"orchestration/kind": "maintenance", "maintenance/task": task, "maintenance/service": service,
+                        "maintenance/executor": "example_executor", "maintenance/triggered_by": "scheduler",
+                        "maintenance/priority": "50"}
+            else:
+                job = rng.choice(["morning_scrape", "pre_race_t60", "pre_race_t15", "post_race_t5"])
+                tags = {"orchestration/kind": "racing", "racing/outcome": "success" if status.value == "SUCCESS"
+                        else "failed", "racing/items_processed": str(rng.randint(1, 60))}
+            run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+            run = dg.DagsterRun(job_name=job, run_id=run_id, status=status, tags=tags)
+            began = created.replace(tzinfo=dt.UTC).timestamp() + 1
+            ended = None if status == dg.DagsterRunStatus.STARTED else began + rng.uniform(1, 300)
+            batch_runs.append({"run_id": run_id, "pipeline_name": job, "status": status.value,
+                               "run_body": serialize_value(run), "create_timestamp": created,
+                               "update_timestamp": created, "start_time": began, "end_time": ended})
+            batch_tags += [{"run_id": run_id, "key": k, "value": v} for k, v in tags.items()]
+            if len(batch_runs) == 5000 or i == count - 1:
+                conn.execute(sa.insert(RunsTable), batch_runs)
+                conn.execute(sa.insert(RunTagsTable), batch_tags)
+                batch_runs, batch_tags = [], []
+        conn.execute(sa.text("ANALYZE runs; ANALYZE run_tags"))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+async def load(base: str, path: str, clients: int, total: int) -> tuple[list[float], float, int]:
+    import httpx
+
+    latencies: list[float] = []
+    errors = 0
+    remaining = total
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, limits=limits,
+                                 timeout=60) as client:
+        async def worker() -> None:
+            nonlocal remaining, errors
+            while remaining > 0:
+                remaining -= 1
+                began = time.perf_counter()
+                try:
+                    response = await client.get(path)
+                    errors += response.status_code != 200
+                except httpx.HTTPError:  # counted, not fatal: a saturated machine may drop a connection
+                    errors += 1
+                latencies.append((time.perf_counter() - began) * 1000)
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        elapsed = time.perf_counter() - began
+    return latencies, len(latencies) / elapsed, errors
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=1500, help="requests per endpoint under concurrency")
+    parser.add_argument("--single", type=int, default=200, help="sequential requests per endpoint (1 client)")
+    args = parser.parse_args()
+
+    import dagster as dg
+    import httpx
+
+    from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
+    from local_stack.stack import free_port, wait_for_http
+    from maintenance_jobs.database.migrate import upgrade
+
+    work = Path(tempfile.mkdtemp(prefix="bench-api-"))
+    server = start_embedded_postgres(work / "pgdata", delete_on_exit=True)
+    server_url = psycopg2_url(server.get_uri())
+    dagster_url = ensure_database(server_url, "dagster")
+    registry_url = ensure_database(server_url, "maintenance")
+    upgrade(registry_url)
+    home = work / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        f"storage:\n  postgres:\n    postgres_url: {dagster_url}\ntelemetry:\n  enabled: false\n")
+    began = time.perf_counter()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        insert_runs(instance, args.runs, 0.10)
+        total = instance.get_runs_count()
+    print(f"inserted {total} runs in {time.perf_counter() - began:.1f} s", flush=True)
+
+    port = free_port()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "MAINTENANCE_DATABASE_URL": registry_url,
+           "SCHEDULER_API_KEY": KEY}
+    api = subprocess.Popen([sys.executable, "-m", "maintenance_jobs.api", "--port", str(port), "--log-level",
+                            "warning"], env=env, cwd=Path(__file__).resolve().parent.parent)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(f"{base}/health", 60, api)
+        headers = {"Authorization": f"Bearer {KEY}"}
+        first = httpx.get(f"{base}/executions", params={"limit": 20}, headers=headers).json()
+        cursor = first["next_cursor"]
+        for _ in range(50):  # a page ~1,000 executions deep
+            cursor = httpx.get(f"{base}/executions", params={"limit": 20, "cursor": cursor},
+                               headers=headers).json()["next_cursor"]
+        paths = {
+            "/executions?limit=20": "/executions?limit=20",
+            "/executions?limit=20&status=failed": "/executions?limit=20&status=failed",
+            "/executions?limit=20&cursor=<page 51>": f"/executions?limit=20&cursor={cursor}",
+            "/stats": "/stats",
+        }
+        for path in paths.values():  # warm up: imports, pools, Postgres caches
+            for _ in range(20):
+                httpx.get(f"{base}{path}", headers=headers)
+        rows = []
+        for label, path in paths.items():
+            single, _, single_errors = asyncio.run(load(base, path, 1, args.single))
+            many, throughput, errors = asyncio.run(load(base, path, args.clients, args.requests))
+            rows.append((label, statistics.median(single), percentile(single, 99), statistics.median(many),
+                         percentile(many, 99), throughput, errors + single_errors))
+            print(f"{label}: done", flush=True)
+    finally:
+        api.terminate()
+        api.wait(timeout=20)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    print(f"\nMachine: {os.cpu_count()} cores, {cpu}; load average {os.getloadavg()[0]:.1f} at the end.")
+    print(f"{total:,} runs in storage ({args.runs // 10:,} maintenance); {args.clients} concurrent clients, "
+          f"{args.requests} requests per endpoint; 1 client: {args.single} sequential requests.\n")
+    print("| endpoint | 1 client p50 | 1 client p99 | 50 clients p50 | 50 clients p99 | 50 clients req/s | errors |")
+    print("|---|---|---|---|---|---|---|")
+    for label, s50, s99, m50, m99, rps, errors in rows:
+        print(f"| `{label}` | {s50:.1f} ms | {s99:.1f} ms | {m50:.1f} ms | {m99:.1f} ms | {rps:.0f} | {errors} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
