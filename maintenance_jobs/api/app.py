@@ -18,7 +18,13 @@ from maintenance_jobs.api import schedulers, status
 from maintenance_jobs.api.auth import ApiKeyMiddleware, add_security_scheme
 from maintenance_jobs.api.config import ApiSettings
 from maintenance_jobs.api.deps import ApiState, api_state, instance, registry
-from maintenance_jobs.api.executions import EXECUTION_STATUSES, CursorError, ExecutionPage, ExecutionQuery, list_executions
+from maintenance_jobs.api.executions import (
+    EXECUTION_STATUSES,
+    CursorError,
+    ExecutionPage,
+    ExecutionQuery,
+    list_executions,
+)
 from maintenance_jobs.api.metrics import StorageCollector
 from maintenance_jobs.api.tasks import router as tasks_router
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError

@@ -107,8 +107,8 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
         for job, (done, bad) in sorted(items.items()):
             processed.add_metric([job, window], done)
             failed.add_metric([job, window], bad)
-    durations = HistogramMetricFamily("orchestration_run_duration_seconds", "Durations of runs finished in the last 24h",
-                                      labels=["job"])
+    durations = HistogramMetricFamily("orchestration_run_duration_seconds",
+                                      "Durations of runs finished in the last 24h", labels=["job"])
     cutoff = (now - WINDOWS["24h"]).timestamp()
     by_job: dict[str, list[float]] = defaultdict(list)
     for r in rows:
@@ -124,7 +124,9 @@ def live_families(conn: sa.Connection) -> Iterator[Metric]:
     r = RunsTable
     active = GaugeMetricFamily("orchestration_active_runs", "Runs STARTING/STARTED/CANCELING", labels=["job"])
     for job, count in conn.execute(
-        sa.select(r.c.pipeline_name, sa.func.count()).where(r.c.status.in_(ACTIVE_STATUSES)).group_by(r.c.pipeline_name)
+        sa.select(r.c.pipeline_name, sa.func.count())
+        .where(r.c.status.in_(ACTIVE_STATUSES))
+        .group_by(r.c.pipeline_name)
     ):
         active.add_metric([job], count)
     kind = _tag_join(TAG_KIND)
@@ -142,7 +144,9 @@ def live_families(conn: sa.Connection) -> Iterator[Metric]:
     last = GaugeMetricFamily("orchestration_last_success_timestamp_seconds", "Unix time of the latest successful run",
                              labels=["job"])
     for job, end in conn.execute(
-        sa.select(r.c.pipeline_name, sa.func.max(r.c.end_time)).where(r.c.status == "SUCCESS").group_by(r.c.pipeline_name)
+        sa.select(r.c.pipeline_name, sa.func.max(r.c.end_time))
+        .where(r.c.status == "SUCCESS")
+        .group_by(r.c.pipeline_name)
     ):
         if end is not None:
             last.add_metric([job], end)

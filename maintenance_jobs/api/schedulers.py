@@ -83,7 +83,8 @@ def _state(stored, default_running: bool) -> str:
 
 def describe(instance: dg.DagsterInstance, item: Definition, now: dt.datetime) -> Instigator:
     definition = item.definition
-    selector_id = InstigatorSelector(location_name=item.location, repository_name=REPOSITORY_NAME, name=definition.name).get_id()
+    selector = InstigatorSelector(location_name=item.location, repository_name=REPOSITORY_NAME, name=definition.name)
+    selector_id = selector.get_id()
     stored = instance.get_instigator_state(selector_id, selector_id)
     state = _state(stored, definition.default_status.value == "RUNNING")
     ticks = instance.get_ticks(selector_id, selector_id, limit=1)

@@ -1,4 +1,4 @@
-"""The auth matrix over EVERY route of the app: no key → 401, wrong key → 403, right key → through; public open."""
+"""The auth matrix over EVERY route: no key → 401, wrong key → 403, right key → through; public routes open."""
 
 from __future__ import annotations
 
