@@ -1,9 +1,13 @@
-"""One sensor tick's database work: find unclaimed checkpoints that fell due and claim them in the ledger."""
+"""One sensor tick's database work: find unclaimed checkpoints that fell due and claim them in the ledger.
+
+The post-race sensor also claims due follow-up attempts of races still waiting for Final, and every sensor picks up
+rows it claimed earlier that no run has picked up (a daemon crash between claim and launch).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
 
@@ -17,10 +21,19 @@ from racing_orchestration.checkpoints.windows import (
     start_window,
 )
 from racing_orchestration.race_db import schema
-from racing_orchestration.race_db.checkpoints import claim_checkpoint
+from racing_orchestration.race_db.checkpoints import (
+    claim_checkpoint,
+    claim_due_attempts,
+    next_attempt_due,
+    reclaim_unlaunched,
+)
 
 # Bounds one tick's work after a long outage; the rest is picked up by the next ticks.
 MAX_PER_TICK = 200
+# A claimed row that no run has picked up this long after its request is requested again (same run key, so the
+# daemon's run-key dedupe stops a second launch if the run does exist); after GIVE_UP_AFTER it is left alone.
+LAUNCH_GAP = dt.timedelta(minutes=2)
+GIVE_UP_AFTER = dt.timedelta(hours=1)
 
 _races, _ledger = schema.races, schema.race_checkpoints
 
@@ -31,6 +44,9 @@ class DueCheckpoint:
     meeting_id: str
     scheduled_for: dt.datetime
     decision: Decision
+    attempt: int = 0  # post-race chain: 0 at T+5, then 1..3
+    previous_run_id: str | None = None
+    relaunch: bool = False  # requested before; no run picked it up (ask the instance before requesting again)
 
 
 @dataclass
@@ -72,11 +88,33 @@ def plan_tick(conn: sa.Connection, spec: CheckpointSpec, now: dt.datetime, lookb
             continue
         scheduled = due_time(row.start_time, spec)
         if not claim_checkpoint(conn, row.race_id, spec.name, scheduled, state=decision.ledger_state,
-                                note=decision.reason or None):
+                                note=decision.reason or None, requested_at=now):
             continue  # another tick (or sensor process) claimed it first
         due = DueCheckpoint(row.race_id, row.meeting_id, scheduled, decision)
         (plan.skipped if decision.action == Action.SKIP else plan.requests).append(due)
+    if not spec.pre_race:
+        for row in claim_due_attempts(conn, spec.name, now):
+            decision = Decision(Action.REQUEST, now - row.due_at)
+            plan.requests.append(DueCheckpoint(row.race_id, "", row.due_at, decision, row.attempt, row.previous_run_id))
+    for row in reclaim_unlaunched(conn, spec.name, now, stale_after=LAUNCH_GAP, give_up_after=GIVE_UP_AFTER):
+        action = Action.REQUEST_LATE if row.state == "requested_late" else Action.REQUEST
+        decision = Decision(action, now - row.scheduled_for, "requested again: no run picked up the earlier request")
+        plan.requests.append(DueCheckpoint(row.race_id, "", row.scheduled_for, decision, row.attempt,
+                                           row.previous_run_id, relaunch=True))
+    _fill_meetings(conn, plan)
     if not plan.requests:
-        following = next_start_after(conn, plan.window[1])
-        plan.next_due = due_time(following, spec) if following is not None else None
+        candidates = [following for following in [next_start_after(conn, plan.window[1])] if following is not None]
+        candidates = [due_time(start, spec) for start in candidates]
+        if not spec.pre_race and (pending := next_attempt_due(conn, spec.name)) is not None:
+            candidates.append(pending)
+        plan.next_due = min(candidates) if candidates else None
     return plan
+
+
+def _fill_meetings(conn: sa.Connection, plan: TickPlan) -> None:
+    missing = {due.race_id for due in plan.requests if not due.meeting_id}
+    if not missing:
+        return
+    meetings = dict(conn.execute(sa.select(_races.c.race_id, _races.c.meeting_id).where(_races.c.race_id.in_(missing))).all())
+    plan.requests = [due if due.meeting_id else replace(due, meeting_id=meetings.get(due.race_id, ""))
+                     for due in plan.requests]

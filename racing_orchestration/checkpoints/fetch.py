@@ -17,6 +17,9 @@ TAG_SCHEDULED_FOR = "racing/scheduled_for"
 TAG_LATE = "racing/late"
 TAG_TRIGGERED_BY = "racing/triggered_by"
 TAG_PROVISIONAL = "racing/provisional"
+TAG_ATTEMPT = "racing/attempt"  # post-race chain: 0 at T+5, then 1..3
+TAG_PREVIOUS_RUN_ID = "racing/previous_run_id"  # the run of the chain's previous attempt
+TAG_AWAITING_FINAL = "racing/awaiting_final"  # the run ended with the race not Final; the sensor requests the next
 
 
 def fetch_event(tab_client: TabClient, race_db: RaceDatabase, race_id: str, run_id: str) -> tuple[Event, list[ApiCall]]:

@@ -5,9 +5,13 @@ Each run is for one race, configured with (race_id, checkpoint, scheduled_for) a
 Runs use the in-process executor: a single step needs no step subprocess, which halves a run's memory.
 """
 
+import datetime as dt
+
 import dagster as dg
 
 from racing_orchestration.checkpoints.fetch import (
+    TAG_ATTEMPT,
+    TAG_AWAITING_FINAL,
     TAG_CHECKPOINT,
     TAG_MEETING_ID,
     TAG_PROVISIONAL,
@@ -17,6 +21,7 @@ from racing_orchestration.checkpoints.fetch import (
     now_utc,
 )
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, CheckpointSpec, checkpoint_spec
+from racing_orchestration.race_db.checkpoints import await_next_attempt
 from racing_orchestration.race_db.queries import race_row
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.race_db.store import (
@@ -34,7 +39,8 @@ from racing_orchestration.tab.models import TabPayloadError, status_is
 # Transient API errors at a pre-race checkpoint: retry after 1 min, then 2 min, then fail.
 PRE_RACE_MAX_RETRIES = 2
 PRE_RACE_RETRY_POLICY = dg.RetryPolicy(max_retries=PRE_RACE_MAX_RETRIES, delay=60, backoff=dg.Backoff.LINEAR)
-# While a race is not Final: check again after 5, 5 and 10 minutes (the old system's chain), then end partial.
+# While a race is not Final: check again after 5, 5 and 10 minutes (the old system's chain), then end partial. Each
+# check is its own short run; the wait is a ledger row (`next_attempt_at`) the post-race sensor acts on.
 POST_RACE_DELAYS_SECONDS = (300.0, 300.0, 600.0)
 _TRANSIENT = (TabTransientError, TabPayloadError)
 
@@ -47,6 +53,7 @@ class CheckpointConfig(dg.Config):
 
 class PostRaceConfig(CheckpointConfig):
     checkpoint: str = "post"
+    attempt: int = 0  # 0 at T+5; the post-race sensor requests 1..len(retry_delays_seconds) while not Final
     retry_delays_seconds: list[float] = list(POST_RACE_DELAYS_SECONDS)
 
 
@@ -122,20 +129,23 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
     return summary
 
 
-@dg.op(description="Fetch the race's result: Final -> results and Final dividends; Interim -> retry 5/5/10 min.")
+@dg.op(description="Fetch the race's result: Final -> results and Final dividends; not Final -> provisional rows, "
+                   "and the ledger asks the post-race sensor for the next attempt in 5/5/10 min.")
 def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, tab_client: TabClient,
                       race_db: RaceDatabase) -> dict:
     _spec(config, pre_race=False)
-    delays = config.retry_delays_seconds
-    attempt, last = context.retry_number, context.retry_number >= len(delays)
+    delays, attempt = config.retry_delays_seconds, config.attempt
+    last = attempt >= len(delays)
     manual = _begin(context, race_db, config)
+    if TAG_ATTEMPT not in context.run.tags:
+        context.instance.add_run_tags(context.run_id, {TAG_ATTEMPT: str(attempt)})
     try:
         event, calls = fetch_event(tab_client, race_db, config.race_id, context.run_id)
     except _TRANSIENT as exc:
-        if not last:  # an API hiccup uses the same chain: the next check is due anyway
-            context.log.warning(f"T+5 {config.race_id}: {exc}; checking again in {delays[attempt]:.0f} s")
-            raise dg.RetryRequested(max_retries=len(delays), seconds_to_wait=delays[attempt]) from exc
-        raise _fail(context, race_db, config, manual, f"results fetch failed after {attempt + 1} attempts: {exc}") from exc
+        if not last and not manual:  # an API hiccup uses the same chain: the next check is due anyway
+            return _await_final(context, race_db, config, f"fetch failed ({exc})", {"race_id": config.race_id},
+                                Outcome.PARTIAL, str(exc))
+        raise _fail(context, race_db, config, manual, f"results fetch failed at attempt {attempt}: {exc}") from exc
     except TabApiError as exc:
         raise _fail(context, race_db, config, manual, f"results fetch failed: {exc}") from exc
     status = event.race.status
@@ -155,7 +165,7 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
             record_scrapes(conn, calls, context.run_id)
     except UnknownRaceError as exc:
         raise _fail(context, race_db, config, manual, str(exc)) from exc
-    summary = {"race_id": config.race_id, "status": status, "attempt": attempt + 1, "results": len(event.results),
+    summary = {"race_id": config.race_id, "status": status, "attempt": attempt, "results": len(event.results),
                "final_dividends": len(event.final_dividends()), "rows_written": results + dividends}
     context.add_output_metadata(summary)
     if event.is_abandoned:
@@ -166,18 +176,32 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
         mark_ledger(race_db, config.race_id, "post", "done", context.run_id, manual=manual)
         record_outcome(context, Outcome.SUCCESS, 1, 0)
         return {**summary, "outcome": "final"}
-    if not last:
-        context.log.info(f"race {config.race_id} is {status}, not Final: checking again in {delays[attempt]:.0f} s")
-        mark_ledger(race_db, config.race_id, "post", "waiting_final", context.run_id,
-                    f"{status} at attempt {attempt + 1}", manual=manual)
-        raise dg.RetryRequested(max_retries=len(delays), seconds_to_wait=delays[attempt])
-    error = (f"race still {status} after {attempt + 1} checks ({', '.join(f'{d:.0f}' for d in delays)} s apart): "
-             f"{len(event.results)} results kept provisional")
+    if not last and not manual:
+        return _await_final(context, race_db, config, status, summary, Outcome.SUCCESS, "")
+    checks = f"{attempt + 1} checks ({', '.join(f'{d:.0f}' for d in delays)} s apart)" if not manual else "a manual check"
+    error = f"race still {status} after {checks}: {len(event.results)} results kept provisional"
     context.log.warning(error)
     context.instance.add_run_tags(context.run_id, {TAG_PROVISIONAL: "true"})
     record_outcome(context, Outcome.PARTIAL, 1 if event.results else 0, 1, error)
     mark_ledger(race_db, config.race_id, "post", "provisional", context.run_id, error[:500], manual=manual)
     return {**summary, "outcome": "provisional"}
+
+
+def _await_final(context: dg.OpExecutionContext, race_db: RaceDatabase, config: PostRaceConfig, why: str,
+                 summary: dict, outcome: Outcome, error: str) -> dict:
+    """End this attempt; the ledger row tells the post-race sensor when to request the next one."""
+    attempt = config.attempt
+    delay = config.retry_delays_seconds[attempt]
+    next_at = now_utc() + dt.timedelta(seconds=delay)
+    note = f"{why} at attempt {attempt}; attempt {attempt + 1} due {next_at:%H:%M:%S} UTC"
+    context.log.info(f"race {config.race_id}: {note}")
+    with race_db.begin() as conn:
+        await_next_attempt(conn, config.race_id, "post", attempt=attempt, next_attempt_at=next_at,
+                           run_id=context.run_id, note=note[:500])
+    context.instance.add_run_tags(context.run_id, {TAG_AWAITING_FINAL: "true"})
+    record_outcome(context, outcome, 1 if outcome == Outcome.SUCCESS else 0, 0 if outcome == Outcome.SUCCESS else 1,
+                   error or None)
+    return {**summary, "outcome": "awaiting_final", "next_attempt_at": next_at.isoformat()}
 
 
 def _job_tags(spec: CheckpointSpec) -> dict[str, str]:
@@ -199,9 +223,13 @@ def build_checkpoint_jobs(pre_race_policy: dg.RetryPolicy = PRE_RACE_RETRY_POLIC
     return jobs
 
 
-def checkpoint_run_config(race_id: str, checkpoint: str, scheduled_for: str = "") -> dict:
-    op_name = "take_odds_snapshot" if checkpoint_spec(checkpoint).pre_race else "check_race_result"
-    return {"ops": {op_name: {"config": {"race_id": race_id, "checkpoint": checkpoint, "scheduled_for": scheduled_for}}}}
+def checkpoint_run_config(race_id: str, checkpoint: str, scheduled_for: str = "", attempt: int = 0) -> dict:
+    pre_race = checkpoint_spec(checkpoint).pre_race
+    op_name = "take_odds_snapshot" if pre_race else "check_race_result"
+    config: dict = {"race_id": race_id, "checkpoint": checkpoint, "scheduled_for": scheduled_for}
+    if not pre_race:
+        config["attempt"] = attempt
+    return {"ops": {op_name: {"config": config}}}
 
 
 CHECKPOINT_JOBS = build_checkpoint_jobs()

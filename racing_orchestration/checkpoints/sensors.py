@@ -1,5 +1,9 @@
 """Checkpoint sensors: each tick reads the race database's due window (never the TAB API) and claims what it requests.
 
+The post-race sensor also requests the next attempt of each race whose post-race run found it not yet Final, once the
+ledger's `next_attempt_at` has passed (run key `race:post:n`): the 5/5/10-minute chain waits in the ledger, not in a
+live run worker.
+
 Exactly once per race and checkpoint, across daemon restarts and run deletion: a checkpoint is claimed in the
 `race_checkpoints` ledger (INSERT ... ON CONFLICT DO NOTHING) in the same transaction that decides it, and only a won
 claim becomes a RunRequest; the run_key `race:checkpoint` is a second guard while the run still exists.
@@ -10,9 +14,17 @@ import threading
 
 import dagster as dg
 import sqlalchemy as sa
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from racing_orchestration.checkpoints.due import DueCheckpoint, TickPlan, plan_tick
-from racing_orchestration.checkpoints.fetch import TAG_LATE, TAG_MEETING_ID, TAG_RACE_ID, TAG_SCHEDULED_FOR
+from racing_orchestration.checkpoints.fetch import (
+    TAG_ATTEMPT,
+    TAG_LATE,
+    TAG_MEETING_ID,
+    TAG_PREVIOUS_RUN_ID,
+    TAG_RACE_ID,
+    TAG_SCHEDULED_FOR,
+)
 from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, checkpoint_run_config
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, SENSOR_INTERVAL_SECONDS, Action, CheckpointSpec, run_key
 from racing_orchestration.race_db.migrations import assert_schema_current, normalise_url
@@ -48,8 +60,16 @@ def run_request(spec: CheckpointSpec, due: DueCheckpoint) -> dg.RunRequest:
     tags = {TAG_RACE_ID: due.race_id, TAG_MEETING_ID: due.meeting_id, TAG_SCHEDULED_FOR: scheduled}
     if due.decision.action == Action.REQUEST_LATE:
         tags[TAG_LATE] = "true"
-    return dg.RunRequest(run_key=run_key(due.race_id, spec), run_config=checkpoint_run_config(due.race_id, spec.name, scheduled),
-                         tags=tags)
+    if not spec.pre_race:
+        tags[TAG_ATTEMPT] = str(due.attempt)
+    if due.previous_run_id:
+        tags[TAG_PREVIOUS_RUN_ID] = due.previous_run_id
+    return dg.RunRequest(run_key=run_key(due.race_id, spec, due.attempt),
+                         run_config=checkpoint_run_config(due.race_id, spec.name, scheduled, due.attempt), tags=tags)
+
+
+def run_exists(instance: dg.DagsterInstance, key: str) -> bool:
+    return bool(instance.get_run_ids(filters=dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1))
 
 
 def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
@@ -71,12 +91,21 @@ def evaluate(spec: CheckpointSpec, context: dg.SensorEvaluationContext, race_db:
         plan = plan_tick(conn, spec, now)
     for due in plan.skipped:
         context.log.warning(f"{spec.label} of race {due.race_id} skipped: {due.decision.reason}")
-    if not plan.requests:
-        return dg.SkipReason(skip_message(spec, plan, now))
+    requests = []
     for due in plan.requests:
-        if due.decision.action == Action.REQUEST_LATE:
+        key = run_key(due.race_id, spec, due.attempt)
+        if due.relaunch:
+            if run_exists(context.instance, key):
+                continue  # launched and waiting (e.g. queued behind the race's other run): nothing lost
+            context.log.warning(f"{spec.label} of race {due.race_id} requested again ({key}): {due.decision.reason}")
+        elif due.decision.action == Action.REQUEST_LATE:
             context.log.warning(f"{spec.label} of race {due.race_id} taken late: {due.decision.reason}")
-    return dg.SensorResult(run_requests=[run_request(spec, due) for due in plan.requests])
+        elif due.attempt:
+            context.log.info(f"{spec.label} of race {due.race_id}: attempt {due.attempt} (not Final yet)")
+        requests.append(run_request(spec, due))
+    if not requests:
+        return dg.SkipReason(skip_message(spec, plan, now))
+    return dg.SensorResult(run_requests=requests)
 
 
 def build_checkpoint_sensor(spec: CheckpointSpec) -> dg.SensorDefinition:

@@ -113,5 +113,6 @@ def decide(
     return Decision(Action.REQUEST_LATE, lateness, f"late by {_seconds(lateness)} (grace {_seconds(grace)})")
 
 
-def run_key(race_id: str, spec: CheckpointSpec) -> str:
-    return f"{race_id}:{spec.name}"
+def run_key(race_id: str, spec: CheckpointSpec, attempt: int = 0) -> str:
+    """`race:checkpoint`, and `race:post:n` for the post-race chain's follow-up attempt n."""
+    return f"{race_id}:{spec.name}" if attempt == 0 else f"{race_id}:{spec.name}:{attempt}"

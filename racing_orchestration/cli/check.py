@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("race_id", help="the race (TAB event) id")
     parser.add_argument("--checkpoint", required=True, choices=["t60", "t15", "post"])
     parser.add_argument("--no-wait", action="store_true",
-                        help="post: do not wait 5/5/10 minutes for Final; keep what is there as provisional")
+                        help="post: kept for compatibility; a manual post check is always one attempt (the 5/5/10 "
+                        "minute chain belongs to the post-race sensor), provisional if not Final")
     parser.set_defaults(handler=run)
 
 

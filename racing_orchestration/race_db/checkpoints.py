@@ -23,12 +23,17 @@ def claim_checkpoint(
     *,
     state: str = "requested",
     note: str | None = None,
+    requested_at: dt.datetime | None = None,
 ) -> bool:
     """Record that `checkpoint` of `race_id` is being requested; False if it was already claimed (do not request)."""
     require_aware(scheduled_for, "scheduled_for")
+    values = dict(race_id=race_id, checkpoint=checkpoint, scheduled_for=scheduled_for, state=state, note=note)
+    if requested_at is not None:  # the sensor's clock, so the launch-gap check compares like with like
+        require_aware(requested_at, "requested_at")
+        values["requested_at"] = requested_at
     stmt = (
         pg_insert(_ledger)
-        .values(race_id=race_id, checkpoint=checkpoint, scheduled_for=scheduled_for, state=state, note=note)
+        .values(**values)
         .on_conflict_do_nothing(index_elements=["race_id", "checkpoint"])
         .returning(_ledger.c.race_id)
     )
@@ -68,3 +73,73 @@ def claimed_checkpoints(conn: sa.Connection, race_ids: Iterable[str], checkpoint
 def checkpoint_row(conn: sa.Connection, race_id: str, checkpoint: str) -> sa.Row | None:
     query = sa.select(_ledger).where(_ledger.c.race_id == race_id, _ledger.c.checkpoint == checkpoint)
     return conn.execute(query).first()
+
+
+# Rows in these states have been requested but not (yet) picked up by a run.
+REQUESTED_STATES = ("requested", "requested_late")
+
+
+def await_next_attempt(
+    conn: sa.Connection, race_id: str, checkpoint: str, *, attempt: int, next_attempt_at: dt.datetime, run_id: str,
+    note: str | None = None,
+) -> bool:
+    """Attempt `attempt` ran and the race is not Final: the sensor requests attempt+1 once `next_attempt_at` passes."""
+    require_aware(next_attempt_at, "next_attempt_at")
+    stmt = (
+        sa.update(_ledger)
+        .where(_ledger.c.race_id == race_id, _ledger.c.checkpoint == checkpoint)
+        .values(state="waiting_final", attempt=attempt, next_attempt_at=next_attempt_at, run_id=run_id, note=note,
+                updated_at=sa.func.now())
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
+_CLAIM_DUE_ATTEMPTS = sa.text("""
+WITH due AS (
+    SELECT race_id, checkpoint, attempt, run_id, next_attempt_at FROM race_checkpoints
+    WHERE checkpoint = :checkpoint AND state = 'waiting_final' AND next_attempt_at <= :now
+    ORDER BY next_attempt_at, race_id LIMIT :limit FOR UPDATE SKIP LOCKED
+)
+UPDATE race_checkpoints AS l
+SET state = 'requested', attempt = due.attempt + 1, previous_run_id = due.run_id, run_id = NULL,
+    next_attempt_at = NULL, requested_at = :now, updated_at = now()
+FROM due
+WHERE l.race_id = due.race_id AND l.checkpoint = due.checkpoint AND l.state = 'waiting_final'
+  AND l.attempt = due.attempt
+RETURNING l.race_id, l.attempt, l.previous_run_id, l.scheduled_for, due.next_attempt_at AS due_at
+""")
+
+
+def claim_due_attempts(conn: sa.Connection, checkpoint: str, now: dt.datetime, limit: int = 200) -> list[sa.Row]:
+    """Claim every `waiting_final` row whose next attempt is due (one UPDATE ... RETURNING: a row is claimed once)."""
+    require_aware(now, "now")
+    params = {"checkpoint": checkpoint, "now": now, "limit": limit}
+    return sorted(conn.execute(_CLAIM_DUE_ATTEMPTS, params), key=lambda r: (r.due_at, r.race_id))
+
+
+_RECLAIM_UNLAUNCHED = sa.text("""
+UPDATE race_checkpoints
+SET requested_at = :now, updated_at = now()
+WHERE checkpoint = :checkpoint AND state IN ('requested', 'requested_late') AND run_id IS NULL
+  AND requested_at <= :stale_before AND requested_at > :oldest
+RETURNING race_id, attempt, previous_run_id, scheduled_for, state
+""")
+
+
+def reclaim_unlaunched(conn: sa.Connection, checkpoint: str, now: dt.datetime, *, stale_after: dt.timedelta,
+                       give_up_after: dt.timedelta) -> list[sa.Row]:
+    """Requested rows no run has picked up for `stale_after` (the daemon may have crashed between claim and launch).
+
+    Their `requested_at` moves to `now` so each is looked at again only after another `stale_after`; rows older than
+    `give_up_after` stay as they are (visible in the ledger) rather than taking a checkpoint hours late.
+    """
+    require_aware(now, "now")
+    params = {"checkpoint": checkpoint, "now": now, "stale_before": now - stale_after, "oldest": now - give_up_after}
+    return sorted(conn.execute(_RECLAIM_UNLAUNCHED, params), key=lambda r: (r.scheduled_for, r.race_id))
+
+
+def next_attempt_due(conn: sa.Connection, checkpoint: str) -> dt.datetime | None:
+    """The earliest pending next attempt (for the sensor's skip message)."""
+    query = sa.select(sa.func.min(_ledger.c.next_attempt_at)).where(
+        _ledger.c.checkpoint == checkpoint, _ledger.c.state == "waiting_final")
+    return conn.execute(query).scalar()

@@ -160,6 +160,11 @@ race_checkpoints = sa.Table(
     sa.Column("state", sa.Text, nullable=False, server_default="requested"),
     sa.Column("note", sa.Text),
     _updated_at(),
+    # Post-race chain: attempt n ran; while not Final the sensor requests n+1 once next_attempt_at has passed.
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", _tz()),
+    sa.Column("previous_run_id", sa.Text),  # the run of attempt n-1, so the audit trail shows the chain
+    sa.Index(None, "state", "next_attempt_at"),
 )
 
 market_movers = sa.Table(
