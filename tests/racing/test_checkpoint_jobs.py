@@ -7,6 +7,7 @@ import pytest
 import sqlalchemy as sa
 from dagster._core.definitions.policy import calculate_delay
 
+from racing_orchestration.checkpoints import sensors
 from racing_orchestration.checkpoints.jobs import (
     POST_RACE_DELAYS_SECONDS,
     PRE_RACE_RETRY_POLICY,
@@ -137,8 +138,52 @@ def test_transient_errors_retry_then_succeed_or_fail(pg_instance, race_db) -> No
         assert run.tags[TAG_OUTCOME] == "failed" and "503" in run.tags["racing/error"]
 
 
+def _chain(race, pg_instance, race_db, client, monkeypatch, delays=(0.05, 0.05, 0.1)):
+    """Run attempt 0 as the T+5 sensor would, then, while the ledger says waiting_final, tick the post-race sensor
+    with its clock just past next_attempt_at and run what it requests: the chain with no run waiting in between."""
+    with race_db.begin() as conn:
+        claim_checkpoint(conn, race.race_id, "post", race.jump() + dt.timedelta(minutes=5))
+    results = [_run("post_race_t5", race.race_id, "post", pg_instance, client, race_db, list(delays))]
+    requests = []
+    while True:
+        with race_db.connect() as conn:
+            ledger = checkpoint_row(conn, race.race_id, "post")
+        if ledger.state != "waiting_final":
+            return results, requests, ledger
+        assert ledger.run_id == results[-1].run_id and ledger.attempt == len(results) - 1
+        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at - dt.timedelta(seconds=1))
+        with dg.build_sensor_context(instance=pg_instance, resources={"race_db": race_db}) as context:
+            early = sensors.post_race_t5_sensor(context)
+        assert not [r for r in getattr(early, "run_requests", None) or [] if r.tags["racing/race_id"] == race.race_id]
+        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at + dt.timedelta(seconds=1))
+        with dg.build_sensor_context(instance=pg_instance, resources={"race_db": race_db}) as context:
+            tick = sensors.post_race_t5_sensor(context)
+        [request] = [r for r in tick.run_requests if r.tags["racing/race_id"] == race.race_id]
+        requests.append(request)
+        config = request.run_config
+        config["ops"]["check_race_result"]["config"]["retry_delays_seconds"] = list(delays)
+        results.append(JOBS["post"].execute_in_process(
+            run_config=config, instance=pg_instance, resources={"tab_client": client, "race_db": race_db},
+            tags=request.tags, raise_on_error=False))
+
+
+def _assert_chain_audit(pg_instance, results, requests, race_id) -> None:
+    for n, (request, result) in enumerate(zip(requests, results[1:], strict=True), start=1):
+        assert request.run_key == f"{race_id}:post:{n}"
+        assert request.tags["racing/previous_run_id"] == results[n - 1].run_id
+        assert pg_instance.get_run_by_id(result.run_id).tags["racing/attempt"] == str(n)
+    for result in results:
+        assert result.success
+        assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)  # nobody waits in a run
+    for result in results[:-1]:
+        tags = pg_instance.get_run_by_id(result.run_id).tags
+        assert tags["racing/awaiting_final"] == "true" and tags[TAG_OUTCOME] == "success"
+    awaiting = pg_instance.get_runs(dg.RunsFilter(tags={"racing/awaiting_final": "true"}))  # filterable
+    assert {r.run_id for r in awaiting} == {r.run_id for r in results[:-1]}
+
+
 @pytest.mark.integration
-def test_post_race_interim_then_final_across_retries(pg_instance, race_db) -> None:
+def test_post_race_interim_then_final_across_the_chain(pg_instance, race_db, monkeypatch) -> None:
     seed_clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
     with _server(seed_clock) as seeder:
         _, race = pick_race(seeder.feed.day(DAY))
@@ -147,39 +192,42 @@ def test_post_race_interim_then_final_across_retries(pg_instance, race_db) -> No
     clock = EventClock(jump + dt.timedelta(seconds=30), dt.timedelta(seconds=60))
     # Attempts see jump+90 s, +150 s (Interim), +210 s (Final).
     with _server(clock, interim_after_seconds=60, final_after_seconds=200) as server:
-        result = _run("post_race_t5", race.race_id, "post", pg_instance, _client(server), race_db, [0.05, 0.05, 0.1])
-        assert result.success
-        assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events) == 2
-        assert result.output_for_node("check_race_result")["outcome"] == "final"
+        results, requests, ledger = _chain(race, pg_instance, race_db, _client(server), monkeypatch)
+        assert len(results) == 3
+        _assert_chain_audit(pg_instance, results, requests, race.race_id)
+        assert results[-1].output_for_node("check_race_result")["outcome"] == "final"
+        assert (ledger.state, ledger.attempt, ledger.run_id) == ("done", 2, results[-1].run_id)
+        assert ledger.previous_run_id == results[1].run_id
         with race_db.connect() as conn:
-            results = results_for_race(conn, race.race_id)
+            stored = results_for_race(conn, race.race_id)
             final = final_dividends(conn, race.race_id)
             interim = dividends_for_race(conn, race.race_id, status="Interim")
-        assert results and not any(r.is_provisional for r in results)
-        assert [r.runner_number for r in results][:3] == list(race.finish_order[:3])
+        assert stored and not any(r.is_provisional for r in stored)
+        assert [r.runner_number for r in stored][:3] == list(race.finish_order[:3])
         assert final and all(d.status == "Final" for d in final)
         assert interim  # stored while Interim, kept apart from the Final set
         assert not {d.dividend_id for d in final} & {d.dividend_id for d in interim}
-        assert pg_instance.get_run_by_id(result.run_id).tags[TAG_OUTCOME] == "success"
+        assert pg_instance.get_run_by_id(results[-1].run_id).tags[TAG_OUTCOME] == "success"
 
 
 @pytest.mark.integration
-def test_post_race_still_interim_after_the_chain_ends_partial(pg_instance, race_db) -> None:
+def test_post_race_still_interim_after_the_chain_ends_partial(pg_instance, race_db, monkeypatch) -> None:
     seed_clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
     with _server(seed_clock) as seeder:
         _, race = pick_race(seeder.feed.day(DAY))
         _seed(seeder, race_db, seed_clock)
     clock = EventClock(race.jump() + dt.timedelta(seconds=30), dt.timedelta(seconds=60))
     with _server(clock, interim_after_seconds=60, final_after_seconds=3600) as server:
-        result = _run("post_race_t5", race.race_id, "post", pg_instance, _client(server), race_db, [0.05, 0.05, 0.1])
-        assert result.success
-        assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events) == 3
+        results, requests, ledger = _chain(race, pg_instance, race_db, _client(server), monkeypatch)
+        assert len(results) == 4
+        _assert_chain_audit(pg_instance, results, requests, race.race_id)
         with race_db.connect() as conn:
-            results = results_for_race(conn, race.race_id)
+            stored = results_for_race(conn, race.race_id)
             final = final_dividends(conn, race.race_id)
-        assert results and all(r.is_provisional for r in results)
+        assert stored and all(r.is_provisional for r in stored)
         assert final == []
-        run = pg_instance.get_run_by_id(result.run_id)
+        assert (ledger.state, ledger.attempt) == ("provisional", 3)
+        run = pg_instance.get_run_by_id(results[-1].run_id)
         assert run.status == dg.DagsterRunStatus.SUCCESS
         assert run.tags[TAG_OUTCOME] == "partial" and run.tags["racing/provisional"] == "true"
         assert "still Interim after 4 checks" in run.tags["racing/error"]
