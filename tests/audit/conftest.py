@@ -1,4 +1,4 @@
-"""Fixtures for the audit tests: a real HTTP server on 127.0.0.1 that records webhook POSTs."""
+"""Fixtures for the audit tests: a webhook-capturing HTTP server on 127.0.0.1 and a DAGSTER_HOME for the CLI."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +44,11 @@ def webhook() -> Iterator[CapturedWebhook]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path, dagster_database_url: str, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A DAGSTER_HOME whose dagster.yaml points at the test database, so the CLI's DagsterInstance.get() finds it."""
+    (tmp_path / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {dagster_database_url}\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    return tmp_path

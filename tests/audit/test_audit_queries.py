@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -19,8 +19,18 @@ S = dg.DagsterRunStatus
 DAY = timedelta(hours=24)
 
 
-@pytest.fixture
-def audit_runs(pg_instance: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
+@pytest.fixture(scope="module")
+def audit_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
+    """One instance for the module: the tests only read, so the runs are created once."""
+    overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        instance.wipe()
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def audit_runs(audit_instance: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
+    pg_instance = audit_instance
     f = RunFactory(pg_instance)
     runs = {
         "s1": f.recorded(S.SUCCESS, tags=outcome_tags(Outcome.SUCCESS, 12, 0)),
@@ -43,7 +53,8 @@ def audit_runs(pg_instance: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
     return runs
 
 
-def test_outcome_counts_over_window(pg_instance: dg.DagsterInstance, audit_runs) -> None:
+def test_outcome_counts_over_window(audit_instance: dg.DagsterInstance, audit_runs) -> None:
+    pg_instance = audit_instance
     counts = {c.job_name: (c.total, c.counts) for c in outcome_counts(pg_instance, DAY)}
     assert counts == {
         audit_sample_job.name: (3, {"partial": 1, "success": 2}),
@@ -54,7 +65,8 @@ def test_outcome_counts_over_window(pg_instance: dg.DagsterInstance, audit_runs)
     assert week[audit_sample_job.name] == 4 and week[audit_flaky_job.name] == 6
 
 
-def test_recent_runs_show_outcome_items_retry_and_duration(pg_instance: dg.DagsterInstance, audit_runs) -> None:
+def test_recent_runs_show_outcome_items_retry_and_duration(audit_instance: dg.DagsterInstance, audit_runs) -> None:
+    pg_instance = audit_instance
     recent = {r.run_id: r for r in recent_runs(pg_instance, limit=50)}
     assert len(recent) == len(audit_runs)
     p1 = recent[audit_runs["p1"].run_id]
@@ -68,7 +80,8 @@ def test_recent_runs_show_outcome_items_retry_and_duration(pg_instance: dg.Dagst
     assert newest.run_id == audit_runs["step_retry"].run_id
 
 
-def test_retry_chains_group_by_job_and_number(pg_instance: dg.DagsterInstance, audit_runs) -> None:
+def test_retry_chains_group_by_job_and_number(audit_instance: dg.DagsterInstance, audit_runs) -> None:
+    pg_instance = audit_instance
     report = retry_chains(pg_instance, DAY)
     groups = {(g.job_name, g.retry_number): (g.runs, g.outcomes) for g in report.groups}
     assert groups == {
@@ -77,14 +90,6 @@ def test_retry_chains_group_by_job_and_number(pg_instance: dg.DagsterInstance, a
         (audit_flaky_job.name, 3): (1, {"success": 1}),
     }
     assert report.step_retries_by_job == {audit_step_retry_job.name: 1}
-
-
-@pytest.fixture
-def dagster_home(tmp_path: Path, dagster_database_url: str, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A DAGSTER_HOME whose dagster.yaml points at the test database, so the CLI's DagsterInstance.get() finds it."""
-    (tmp_path / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {dagster_database_url}\n")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    return tmp_path
 
 
 def test_cli_json_and_tables_match_runs(audit_runs, dagster_home, capsys: pytest.CaptureFixture[str]) -> None:

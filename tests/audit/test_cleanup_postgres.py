@@ -98,7 +98,10 @@ def test_bulk_and_serial_deleters_agree(pg_instance: dg.DagsterInstance) -> None
 
 
 def test_cleanup_is_idempotent(pg_instance: dg.DagsterInstance) -> None:
-    _, doomed = _mixed_runs(RunFactory(pg_instance))
+    factory = RunFactory(pg_instance)
+    failed = factory.recorded(S.FAILURE, age_days=20)
+    factory.recorded(S.SUCCESS, parent=failed, age_days=20)
+    doomed = {factory.recorded(S.SUCCESS, age_days=20).run_id for _ in range(2)}
     first = prune_successful_runs(pg_instance, 14)
     second = prune_successful_runs(pg_instance, 14)
     assert first.deleted == len(doomed)
