@@ -113,9 +113,9 @@ class RunFactory:
             root_run_id=(parent.root_run_id or parent.run_id) if parent else None,
         )
         if status in (dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE):
-            self._report(run, dg.DagsterEventType.RUN_START)
+            self.report_event(run, dg.DagsterEventType.RUN_START)
         if status == dg.DagsterRunStatus.SUCCESS:
-            self._report(run, dg.DagsterEventType.RUN_SUCCESS)
+            self.report_event(run, dg.DagsterEventType.RUN_SUCCESS)
         elif status == dg.DagsterRunStatus.FAILURE:
             self.instance.report_run_failed(run, "step failed")
         elif status == dg.DagsterRunStatus.CANCELED:
@@ -123,7 +123,7 @@ class RunFactory:
         self.backdate(run.run_id, age_days)
         return self.instance.get_run_by_id(run.run_id)
 
-    def _report(self, run: dg.DagsterRun, event_type: dg.DagsterEventType) -> None:
+    def report_event(self, run: dg.DagsterRun, event_type: dg.DagsterEventType) -> None:
         event = dg.DagsterEvent(event_type_value=event_type.value, job_name=run.job_name)
         self.instance.report_dagster_event(event, run_id=run.run_id)
 

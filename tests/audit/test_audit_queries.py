@@ -47,8 +47,8 @@ def audit_runs(audit_instance: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
     runs["r3"] = pg_instance.get_run_by_id(
         pg_instance.create_run_for_job(audit_flaky_job, parent_run_id=runs["r2"].run_id, root_run_id=runs["f1"].run_id).run_id
     )
-    f._report(runs["r3"], dg.DagsterEventType.RUN_START)
-    f._report(runs["r3"], dg.DagsterEventType.RUN_SUCCESS)
+    f.report_event(runs["r3"], dg.DagsterEventType.RUN_START)
+    f.report_event(runs["r3"], dg.DagsterEventType.RUN_SUCCESS)
     runs["step_retry"] = pg_instance.get_run_by_id(audit_step_retry_job.execute_in_process(instance=pg_instance).run_id)
     return runs
 
