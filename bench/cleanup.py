@@ -38,7 +38,12 @@ from dagster._core.storage.runs.schema import RunTagsTable, RunsTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from local_stack.embedded_postgres import drop_database, ensure_database, psycopg2_url, start_embedded_postgres  # noqa: E402
+from local_stack.embedded_postgres import (  # noqa: E402
+    drop_database,
+    ensure_database,
+    psycopg2_url,
+    start_embedded_postgres,
+)
 from racing_orchestration.audit.cleanup import prune_successful_runs  # noqa: E402
 from racing_orchestration.run_outcome import Outcome, outcome_tags  # noqa: E402
 
@@ -210,7 +215,7 @@ def one_round(server_url: str, n_delete: int, n_keep: int, batch: int, trace: bo
 
 
 def sampled_round(server_url: str, n_delete: int, n_keep: int, batch: int, sample: int) -> dict:
-    """Full-scale set in one database: a serial delete_run loop over `sample` deletable runs, the cleanup over the rest."""
+    """Full scale in one database: serial delete_run over `sample` deletable runs, the cleanup over the rest."""
     specs, deletable, kept = build_specs(n_delete, n_keep)
     db = f"bench_cleanup_full_{uuid.uuid4().hex[:6]}"
     url = ensure_database(server_url, db)

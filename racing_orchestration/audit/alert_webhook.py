@@ -27,7 +27,7 @@ class AlertWebhook(dg.ConfigurableResource):
         return bool(self.url)
 
     def post(self, message: dict) -> None:
-        """Deliver one message; retries transport errors and 5xx, raises AlertDeliveryError (without the URL) at the end."""
+        """Deliver one message; retries transport errors and 5xx; raises AlertDeliveryError (never showing the URL)."""
         if not self.url:
             raise AlertDeliveryError(f"alert webhook disabled: {ALERT_WEBHOOK_ENV} is not set")
         problem = ""

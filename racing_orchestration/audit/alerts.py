@@ -184,7 +184,7 @@ def make_freshness_sensor(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     name: str = "scheduled_job_freshness",
 ) -> dg.SensorDefinition:
-    """A sensor (every 5 min) posting once per missed window; the cursor remembers alerted keys and when watching began."""
+    """A sensor (every 5 min) posting once per missed window; its cursor keeps alerted keys and the watch start."""
 
     @dg.sensor(
         name=name,

@@ -1,8 +1,8 @@
 """Deleting runs in bulk: set-based SQL on SQL storages, `instance.delete_run` everywhere else.
 
 `DagsterInstance.delete_run` costs several round trips (and, on Postgres with its NullPool, several new connections) per
-run. For SQL storages whose event log is not sharded per run (Postgres, MySQL, consolidated SQLite) the same rows go with a
-handful of `DELETE ... WHERE run_id IN (...)` statements per batch, mirroring `SqlRunStorage.delete_run` and
+run. For SQL storages whose event log is not sharded per run (Postgres, MySQL, consolidated SQLite) the same rows go
+with a handful of `DELETE ... WHERE run_id IN (...)` statements per batch, mirroring `SqlRunStorage.delete_run` and
 `SqlEventLogStorage.delete_events`: event_logs rows, the asset_event_tags of their materializations/observations, held
 concurrency slots and pending steps, run_tags and the runs rows. Neither path touches job snapshots or asset_keys, like
 Dagster's own delete. Events go first, so an interrupted batch leaves runs without events (pruned again next time),
@@ -39,7 +39,7 @@ class RunDeleter(Protocol):
 
 
 def delete_compute_logs(instance: dg.DagsterInstance, run_ids: Sequence[str]) -> None:
-    """Remove captured stdout/stderr: every manager keys a run's logs under the prefix [run_id] (#4498: delete_run does not).
+    """Remove captured stdout/stderr (delete_run does not, #4498); every manager keys a run's logs under [run_id].
 
     File and object-store deletes wait on I/O, not CPU, so a few threads overlap them; errors still propagate.
     """
@@ -68,7 +68,8 @@ class SqlBulkRunDeleter:
         self._runs = instance.run_storage
         self._events = instance.event_log_storage
         if not supports_bulk_delete(instance):
-            raise TypeError(f"bulk delete needs SQL run storage and an unsharded SQL event log, got {type(self._events)}")
+            kind = type(self._events).__name__
+            raise TypeError(f"bulk delete needs SQL run storage and an unsharded SQL event log, got {kind}")
 
     def delete(self, run_ids: Sequence[str]) -> None:
         if not run_ids:

@@ -1,7 +1,7 @@
-"""Run retention: delete old successful runs (rows, event logs, compute-log files), keep everything that documents a problem.
+"""Run retention: delete old successful runs (rows, events, compute-log files); keep all that documents a problem.
 
-Paging is ascending by storage id with the cursor only ever set to a run that was *kept*: a deleted run as cursor makes the
-next page empty (its id can no longer be looked up). Each page is decided, deleted and dropped, so memory stays flat.
+Paging is ascending by storage id with the cursor only ever set to a run that was *kept*: a deleted run as cursor makes
+the next page empty (its id can no longer be looked up). Each page is decided, deleted and dropped, so memory stays flat.
 """
 
 from __future__ import annotations

@@ -145,7 +145,9 @@ def _window_start(since: timedelta, now: datetime | None) -> datetime:
     return (now or datetime.now(UTC)).astimezone(UTC) - since
 
 
-def outcome_counts(instance: dg.DagsterInstance, since: timedelta, now: datetime | None = None) -> list[JobOutcomeCounts]:
+def outcome_counts(
+    instance: dg.DagsterInstance, since: timedelta, now: datetime | None = None
+) -> list[JobOutcomeCounts]:
     """Per job, how many runs created in the window ended in each outcome (or are still in some status)."""
     by_job: dict[str, Counter[str]] = defaultdict(Counter)
     for rec in iter_run_records(instance, dg.RunsFilter(created_after=_window_start(since, now))):
@@ -176,7 +178,9 @@ def retry_chains(instance: dg.DagsterInstance, since: timedelta, now: datetime |
     restarted = dg.EventRecordsFilter(event_type=dg.DagsterEventType.STEP_RESTARTED, after_timestamp=start.timestamp())
     for event in instance.get_event_records(restarted):
         step_retries[event.event_log_entry.job_name or "?"] += 1
-    return RetryReport(groups=[groups[key] for key in sorted(groups)], step_retries_by_job=dict(sorted(step_retries.items())))
+    return RetryReport(
+        groups=[groups[key] for key in sorted(groups)], step_retries_by_job=dict(sorted(step_retries.items()))
+    )
 
 
 def to_jsonable(value: object) -> object:

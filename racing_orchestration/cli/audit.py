@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--recent", action="store_true", help="recent runs (the default)")
     mode.add_argument("--by-outcome", action="store_true", help="per job, run counts by outcome over --since")
     mode.add_argument("--retries", action="store_true", help="re-executions grouped by job and retry number")
-    parser.add_argument("--since", type=_window, default=None, help="window such as 24h, 7d (default 24h; 7d for --retries)")
+    parser.add_argument(
+        "--since", type=_window, default=None, help="window such as 24h, 7d (default 24h; 7d for --retries)"
+    )
     parser.add_argument("--limit", type=_positive_int, default=20, help="rows for recent runs (default 20)")
     parser.add_argument("--job", default=None, help="only this job (recent runs)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
 import dagster as dg
 import pytest
@@ -108,7 +108,7 @@ def test_freshness_alerts_once_per_missed_window(pg_instance, webhook, monkeypat
     # 2025-06-10 (NZST, +12): 05:00 local is 17:00 UTC on the 9th.
     clock = {"now": datetime(2025, 6, 9, 17, 0, tzinfo=UTC)}
     sensor = make_freshness_sensor(
-        [DailyDeadline("morning_scrape", datetime.min.time().replace(hour=6, minute=30)), MaxAge("cleanup_job_runs", timedelta(hours=25))],
+        [DailyDeadline("morning_scrape", time(6, 30)), MaxAge("cleanup_job_runs", timedelta(hours=25))],
         clock=lambda: clock["now"],
     )
     ticker = Ticker(sensor, pg_instance, AlertWebhook(url=webhook.url))

@@ -44,9 +44,8 @@ def audit_runs(audit_instance: dg.DagsterInstance) -> dict[str, dg.DagsterRun]:
     runs["r1"] = f.recorded(S.FAILURE, job=audit_flaky_job, parent=runs["f1"], retry_number=1)
     runs["r2"] = f.recorded(S.SUCCESS, job=audit_flaky_job, parent=runs["r1"], retry_number=2)
     # A re-execution without the group tags (as execute_job writes it): the number comes from the parent chain.
-    runs["r3"] = pg_instance.get_run_by_id(
-        pg_instance.create_run_for_job(audit_flaky_job, parent_run_id=runs["r2"].run_id, root_run_id=runs["f1"].run_id).run_id
-    )
+    r3 = pg_instance.create_run_for_job(audit_flaky_job, parent_run_id=runs["r2"].run_id, root_run_id=runs["f1"].run_id)
+    runs["r3"] = pg_instance.get_run_by_id(r3.run_id)
     f.report_event(runs["r3"], dg.DagsterEventType.RUN_START)
     f.report_event(runs["r3"], dg.DagsterEventType.RUN_SUCCESS)
     runs["step_retry"] = pg_instance.get_run_by_id(audit_step_retry_job.execute_in_process(instance=pg_instance).run_id)

@@ -61,3 +61,18 @@ def test_cutoff_rejects_non_positive_days(days) -> None:
 def test_cutoff_rejects_naive_now() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         cleanup_cutoff(14, datetime(2025, 3, 20))
+
+
+def test_cleanup_schedule_runs_nightly_in_racing_timezone() -> None:
+    from racing_orchestration.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
+    from racing_orchestration.settings import racing_timezone
+
+    assert cleanup_job_runs_schedule.cron_schedule == "0 2 * * *"
+    assert cleanup_job_runs_schedule.execution_timezone == racing_timezone()
+    assert cleanup_job_runs_schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    request = cleanup_job_runs_schedule.evaluate_tick(dg.build_schedule_context()).run_requests[0]
+    assert dg.validate_run_config(cleanup_job_runs, request.run_config)["ops"]["prune_old_successful_runs"]["config"] == {
+        "older_than_days": 14,
+        "dry_run": False,
+        "batch_size": 500,
+    }
