@@ -12,7 +12,7 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 
 from racing_orchestration.checkpoints import sensors
 from racing_orchestration.checkpoints.jobs import POST_RACE_DELAYS_SECONDS
-from racing_orchestration.checkpoints.windows import CHECKPOINTS, GRACE, Action, decide
+from racing_orchestration.checkpoints.windows import CHECKPOINTS, GRACE, Action, decide, run_key
 from racing_orchestration.race_db.checkpoints import await_next_attempt, update_checkpoint
 from racing_orchestration.race_db.store import upsert_event
 from racing_orchestration.tab.sim_engine import SimFeed, SimFeedConfig
@@ -47,6 +47,12 @@ def test_decide(spec, minutes_after_due, status, action) -> None:
     assert decision.action == action
     if action in (Action.SKIP, Action.REQUEST_LATE):
         assert decision.reason  # never silent
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("spec", "attempt", "key"), [(T60, 0, "r1:t60"), (POST, 0, "r1:post"), (POST, 3, "r1:post:3")])
+def test_run_key_names_the_chain_attempt(spec, attempt, key) -> None:
+    assert run_key("r1", spec, attempt) == key
 
 
 def _context(instance, race_db):
