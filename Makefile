@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: install
-	$(BIN)/python -m local_stack
+	$(BIN)/python -m local_stack $(SIM_ARGS)
 
 test: install
 	$(BIN)/python -m pytest --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)

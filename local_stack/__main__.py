@@ -9,8 +9,10 @@ import time
 from local_stack.stack import LocalStack, StackOptions
 
 
-def main() -> int:
-    stack = LocalStack(StackOptions())
+def main(argv: list[str] | None = None) -> int:
+    # Arguments go to the simulated feed, e.g. `make run SIM_ARGS="--dense-every 1 --dense-lead 16"`.
+    sim_args = list(sys.argv[1:] if argv is None else argv)
+    stack = LocalStack(StackOptions(sim_args=sim_args))
 
     def _interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt

@@ -18,6 +18,7 @@ from maintenance_jobs.api import schedulers, status
 from maintenance_jobs.api.auth import ApiKeyMiddleware, add_security_scheme
 from maintenance_jobs.api.config import ApiSettings
 from maintenance_jobs.api.deps import ApiState, api_state, instance, registry
+from maintenance_jobs.api.docs_page import add_docs_routes
 from maintenance_jobs.api.executions import (
     EXECUTION_STATUSES,
     CursorError,
@@ -137,7 +138,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
         description="The maintenance scheduler's REST API over the task registry and the Dagster instance.",
         lifespan=lifespan,
         redoc_url=None,  # one docs page (/docs) is enough surface
+        docs_url=None,  # served by add_docs_routes with local assets
     )
+    add_docs_routes(app, app.title)
     app.state.api = state
     _install_error_handlers(app)
     app.include_router(tasks_router)

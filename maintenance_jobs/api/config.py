@@ -9,7 +9,11 @@ from pathlib import Path
 
 import dagster as dg
 
-DEFAULT_PUBLIC_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/metrics"})
+from maintenance_jobs.api.docs_page import DOCS_ASSET_PATHS
+
+DEFAULT_PUBLIC_PATHS = (
+    frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/metrics"}) | DOCS_ASSET_PATHS
+)
 DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
 # Daemons heartbeat every 30 s; two missed beats and a margin mean "not running".
 DEFAULT_HEARTBEAT_MAX_AGE_SECONDS = 90.0

@@ -73,7 +73,8 @@ def test_every_route_is_classified() -> None:
     paths = {path for _, path in ROUTES}
     assert {"/tasks", "/tasks/{task_name}", "/tasks/{task_name}/trigger", "/executions", "/stats", "/schedulers",
             "/health", "/metrics", "/docs", "/openapi.json"} <= paths
-    assert {path for _, path in PUBLIC} == {"/health", "/metrics", "/docs", "/docs/oauth2-redirect", "/openapi.json"}
+    assert {path for _, path in PUBLIC} == {"/health", "/metrics", "/docs", "/docs/oauth2-redirect", "/openapi.json",
+                                           "/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css"}
 
 
 @pytest.mark.parametrize(("method", "path"), PROTECTED, ids=[f"{m} {p}" for m, p in PROTECTED])

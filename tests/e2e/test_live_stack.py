@@ -1,0 +1,199 @@
+"""End to end as a user sees it: the `make run` stack, driven through GraphQL, the REST API and a real browser.
+
+One stack for the module (it takes a minute to start on 2 cores); the last test stops it and proves that no
+process is left behind.
+"""
+
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import httpx
+import pytest
+from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from local_stack.stack import LocalStack, StackOptions, free_port
+from tests.conftest import REPO_ROOT
+from tests.e2e.live_stack import graphql_runs, processes_mentioning, run_errors, tags_of, wait_for
+
+API_KEY = "live-test-key"
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Dense mode: three races a minute apart, the first 16 minutes out, so its T-15 falls due a minute after start.
+DENSE_SIM_ARGS = ["--dense-every", "1", "--dense-races", "3", "--dense-lead", "16",
+                  "--interim-after", "20", "--final-after", "40"]
+
+# (code location, page kind, name, a piece of its description) checked in the UI.
+DESCRIBED = [
+    ("racing_orchestration", "jobs", "morning_scrape", "06:00 scrape of the day"),
+    ("racing_orchestration", "sensors", "pre_race_t15_sensor", "Requests pre_race_t15"),
+    ("racing_orchestration", "jobs", "cleanup_job_runs", "Run retention: prune old successful runs"),
+    ("maintenance_jobs", "sensors", "maintenance_dispatcher", "Every minute: launch each enabled"),
+    ("maintenance_jobs", "jobs", "example_executor", "Maintenance task: example_executor."),
+]
+
+pytestmark = [pytest.mark.integration, pytest.mark.api]
+
+
+@pytest.fixture(scope="module")
+def stack(postgres_server_url: str):
+    data_dir = Path(tempfile.mkdtemp(prefix="live-stack-"))
+    options = StackOptions(
+        data_dir=data_dir, dagster_port=free_port(), sim_port=free_port(), api_port=free_port(),
+        sim_args=DENSE_SIM_ARGS, postgres_url=postgres_server_url, api_key=API_KEY,
+        extra_env={"DAGSTER_UI_URL": "http://127.0.0.1"},
+    )
+    live = LocalStack(options)
+    try:
+        live.start()
+        yield live
+    finally:
+        live.stop()
+
+
+@pytest.fixture(scope="module")
+def graphql(stack) -> DagsterGraphQLClient:
+    return DagsterGraphQLClient("127.0.0.1", port_number=stack.options.dagster_port, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def scrape_run_id(stack, graphql) -> str:
+    run_id = graphql.submit_job_execution(
+        "morning_scrape", repository_location_name="racing_orchestration", repository_name="__repository__"
+    )
+    wait_for("morning_scrape to succeed", lambda: graphql.get_run_status(run_id).value in ("SUCCESS", "FAILURE"), 240)
+    return run_id
+
+
+def test_graphql_launch_morning_scrape_and_read_its_tags(stack, graphql, scrape_run_id) -> None:
+    status = graphql.get_run_status(scrape_run_id).value
+    assert status == "SUCCESS", run_errors(stack.dagster_url, scrape_run_id)
+    [run] = graphql_runs(stack.dagster_url, {"runIds": [scrape_run_id]})
+    tags = tags_of(run)
+    assert tags["racing/outcome"] == "success"
+    assert int(tags["racing/items_processed"]) == 12 and tags["racing/items_failed"] == "0"
+
+
+def test_racing_audit_reads_the_same_run_storage(stack, scrape_run_id) -> None:
+    done = subprocess.run([sys.executable, "-m", "racing_orchestration.cli", "audit", "--json"], env=stack.env,
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert scrape_run_id in done.stdout and "morning_scrape" in done.stdout
+
+
+def test_reload_a_code_location(graphql) -> None:
+    info = graphql.reload_repository_location("racing_orchestration")
+    assert info.status == ReloadRepositoryLocationStatus.SUCCESS, info
+
+
+def test_list_runs_filtered_by_tag(stack, scrape_run_id) -> None:
+    runs = graphql_runs(stack.dagster_url, {"tags": [{"key": "racing/outcome", "value": "success"}]})
+    assert scrape_run_id in {r["runId"] for r in runs}
+    assert graphql_runs(stack.dagster_url, {"tags": [{"key": "racing/outcome", "value": "no-such-outcome"}]}) == []
+
+
+def test_sensor_launches_a_pre_race_t15_run_on_its_own(stack, scrape_run_id) -> None:
+    def succeeded_t15():
+        runs = graphql_runs(stack.dagster_url, {"pipelineName": "pre_race_t15", "statuses": ["SUCCESS"]})
+        return [r for r in runs if "dagster/sensor_name" in tags_of(r)]
+
+    [run, *_] = wait_for("a sensor-launched pre_race_t15 run to succeed", succeeded_t15, 300, interval=5)
+    tags = tags_of(run)
+    assert tags["racing/checkpoint"] == "t15" and tags["racing/race_id"]
+
+
+def test_rest_task_due_next_minute_runs_through_the_dispatcher(stack) -> None:
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    tz = ZoneInfo(os.environ.get("MAINTENANCE_TIMEZONE", os.environ.get("RACING_TIMEZONE", "Pacific/Auckland")))
+    due = (dt.datetime.now(tz) + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
+    task = {
+        "task_name": "live_test_task", "service": "e2e", "executor": "example_executor", "priority": 10,
+        "minute": due.minute, "hour": due.hour, "day_of_month": due.day, "month": due.month, "day_of_week": -1,
+        "config": {"message": "hello from the live test", "delay_seconds": 1},
+    }
+    created = httpx.post(f"{stack.api_url}/tasks", json=task, headers=headers, timeout=30)
+    assert created.status_code in (200, 201), created.text
+    assert httpx.get(f"{stack.api_url}/tasks", timeout=30).status_code == 401
+
+    def finished():
+        items = httpx.get(f"{stack.api_url}/executions", params={"task_name": "live_test_task"}, headers=headers,
+                          timeout=30).json()["items"]
+        return [i for i in items if i["status"] in ("success", "failed")]
+
+    [execution, *_] = wait_for("the dispatcher to run the task", finished, 240, interval=5)
+    assert execution["status"] == "success", execution
+    assert execution["triggered_by"] == "scheduler"
+
+
+@pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
+                    reason="no Chromium on this machine (CI installs Debian's chromium package)")
+def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_id) -> None:
+    assert CHROMIUM, "CI=true but no chromium binary: .ci/run must install Debian's chromium package"
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run", "--disable-quic"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{stack.dagster_url}/runs/{scrape_run_id}", wait_until="networkidle")
+        _skip_onboarding(page)
+        # The run's step metadata (the morning scrape's summary) and its outcome tags.
+        page.get_by_text("summarize_scrape").first.wait_for(timeout=60_000)
+        page.get_by_text("combinations_table").first.wait_for(timeout=60_000)
+        page.get_by_role("button", name="View tags and config").click()
+        page.get_by_text("racing/outcome: success").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "dagster-morning-scrape-run.png"))
+        page.keyboard.press("Escape")
+
+        page.goto(f"{stack.dagster_url}/jobs", wait_until="networkidle")
+        for name in ("morning_scrape", "pre_race_t60", "pre_race_t15", "post_race_t5", "cleanup_job_runs",
+                     "example_executor", "doc_sync_executor", "config_backup_executor"):
+            page.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(ARTIFACTS / "dagster-jobs.png"), full_page=True)
+
+        page.goto(f"{stack.dagster_url}/automation", wait_until="networkidle")
+        for name in ("morning_scrape_schedule", "cleanup_job_runs_schedule", "pre_race_t15_sensor",
+                     "post_race_t5_sensor", "maintenance_dispatcher"):
+            page.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(ARTIFACTS / "dagster-automation.png"), full_page=True)
+
+        # Each definition's page shows the description written in the code.
+        for location, kind, name, description in DESCRIBED:
+            page.goto(f"{stack.dagster_url}/locations/__repository__@{location}/{kind}/{name}",
+                      wait_until="networkidle")
+            page.get_by_text(description).first.wait_for(timeout=60_000)
+
+        page.goto(f"{stack.api_url}/docs", wait_until="networkidle")
+        page.get_by_text("/tasks", exact=False).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "control-api-docs.png"), full_page=True)
+        browser.close()
+
+
+def _skip_onboarding(page) -> None:
+    # A fresh instance opens a "Join the Dagster community" modal a moment after the first page loads.
+    skip = page.get_by_role("button", name="Skip").first
+    try:
+        skip.wait_for(timeout=15_000)
+    except PlaywrightTimeout:
+        return
+    skip.click()
+
+
+def test_stop_leaves_no_process_behind(stack) -> None:
+    marker = stack.env["DAGSTER_HOME"]
+    assert processes_mentioning(marker), "the stack's processes should be visible before stopping"
+    stack.stop()
+    try:
+        wait_for("every stack process to exit", lambda: not processes_mentioning(marker), 30, interval=1)
+    except AssertionError:
+        pytest.fail(f"processes left behind: {processes_mentioning(marker)}")
