@@ -100,6 +100,7 @@ class LocalStack:
             "RACING_DATABASE_URL": os.environ.get("RACING_DATABASE_URL", urls["racing"]),
             "MAINTENANCE_DATABASE_URL": os.environ.get("MAINTENANCE_DATABASE_URL", urls["maintenance"]),
             "TAB_API_BASE_URL": self.sim_base_url,
+            "DAGSTER_UI_URL": self.dagster_url,  # run links in the control API's /executions
             **opts.extra_env,
         }
         self._migrate()

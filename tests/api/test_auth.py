@@ -74,7 +74,7 @@ def test_every_route_is_classified() -> None:
     assert {"/tasks", "/tasks/{task_name}", "/tasks/{task_name}/trigger", "/executions", "/stats", "/schedulers",
             "/health", "/metrics", "/docs", "/openapi.json"} <= paths
     assert {path for _, path in PUBLIC} == {"/health", "/metrics", "/docs", "/docs/oauth2-redirect", "/openapi.json",
-                                           "/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css"}
+                                           "/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css", "/docs/favicon.png"}
 
 
 @pytest.mark.parametrize(("method", "path"), PROTECTED, ids=[f"{m} {p}" for m, p in PROTECTED])

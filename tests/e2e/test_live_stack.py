@@ -47,7 +47,6 @@ def stack(postgres_server_url: str):
     options = StackOptions(
         data_dir=data_dir, dagster_port=free_port(), sim_port=free_port(), api_port=free_port(),
         sim_args=DENSE_SIM_ARGS, postgres_url=postgres_server_url, api_key=API_KEY,
-        extra_env={"DAGSTER_UI_URL": "http://127.0.0.1"},
     )
     live = LocalStack(options)
     try:
@@ -129,6 +128,7 @@ def test_rest_task_due_next_minute_runs_through_the_dispatcher(stack) -> None:
     [execution, *_] = wait_for("the dispatcher to run the task", finished, 240, interval=5)
     assert execution["status"] == "success", execution
     assert execution["triggered_by"] == "scheduler"
+    assert execution["dagster_url"].startswith(stack.dagster_url)
 
 
 @pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
