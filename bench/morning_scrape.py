@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -66,6 +67,24 @@ def main() -> int:
                 requests[name].append(feed.stats()["total"] - before)
                 # Fewest requests possible: one page per combination, more only for combinations past a page.
                 minimum = sum(max(1, math.ceil(r.meetings / page_limit)) for r in run.results)
+        # The same 60 combinations through the scrape's own code without Dagster (scrape_combination_once in a
+        # thread pool): separates the I/O the threads overlap from Dagster's per-step bookkeeping.
+        from concurrent.futures import ThreadPoolExecutor
+
+        from racing_orchestration.ingestion.combinations import plan_combinations
+        from racing_orchestration.ingestion.scrape import scrape_combination_once
+        from racing_orchestration.race_db.resource import RaceDatabase
+
+        client = TabClient(base_url=feed.base_url)
+        race_db = RaceDatabase(url=racing_url)
+        combinations = plan_combinations(["T", "H", "G"], COUNTRIES, days)
+        for _ in range(args.repeats):
+            for name, threads in (("no-dagster threaded", args.threads), ("no-dagster sequential", 1)):
+                started = time.monotonic()
+                with ThreadPoolExecutor(threads) as pool:
+                    list(pool.map(lambda c: scrape_combination_once(client, race_db, c, None), combinations))
+                timings.setdefault(name, []).append(time.monotonic() - started)
+        race_db.dispose()
     feed.stop()
     server.cleanup()
 
@@ -79,6 +98,12 @@ def main() -> int:
     print(f"speed-up {sequential / threaded:.1f}x (goal >= 8x)")
     print(f"ideal (requests x latency / threads) {ideal:.2f} s; threaded / ideal = {threaded / ideal:.1f}x (goal <= 1.5x)")
     print(f"API requests per run {reqs:.0f}, minimum {minimum} (sequential {statistics.median(requests['sequential']):.0f})")
+    bare_threaded = statistics.median(timings["no-dagster threaded"])
+    bare_sequential = statistics.median(timings["no-dagster sequential"])
+    print(f"without Dagster: threaded {bare_threaded:.2f} s, sequential {bare_sequential:.2f} s, "
+          f"speed-up {bare_sequential / bare_threaded:.1f}x, threaded / ideal = {bare_threaded / ideal:.1f}x")
+    print(f"Dagster per-step overhead (sequential job - sequential bare) / 60 = "
+          f"{(sequential - bare_sequential) / 60 * 1000:.0f} ms")
     return 0
 
 
