@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 from racing_orchestration.race_db.checkpoints import update_checkpoint
+from racing_orchestration.race_db.api_calls import recorded_client
 from racing_orchestration.race_db.resource import RaceDatabase
-from racing_orchestration.race_db.store import record_scrapes
 from racing_orchestration.tab.client import ApiCall, TabClient
 from racing_orchestration.tab.models import Event
 
@@ -24,15 +24,8 @@ TAG_AWAITING_FINAL = "racing/awaiting_final"  # the run ended with the race not 
 
 def fetch_event(tab_client: TabClient, race_db: RaceDatabase, race_id: str, run_id: str) -> tuple[Event, list[ApiCall]]:
     """GET /events/{race_id}; the call is recorded in `scrapes` even when it fails (then the error propagates)."""
-    client = tab_client.fork()
-    try:
+    with recorded_client(tab_client, race_db, run_id) as client:
         event = client.get_event(race_id)
-    except Exception:
-        with race_db.begin() as conn:
-            record_scrapes(conn, client.calls, run_id)
-        raise
-    finally:
-        client.close()
     return event, list(client.calls)
 
 

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # Subcommand modules, in the order `racing --help` lists them.
 SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "check"]
+
+
+def dagster_home_missing(command: str) -> bool:
+    """True (after saying so on stderr) when DAGSTER_HOME is unset: commands that run jobs need the instance."""
+    if os.environ.get("DAGSTER_HOME"):
+        return False
+    print(f"racing {command}: DAGSTER_HOME is not set; point it at the folder holding dagster.yaml "
+          "(`make run` uses .local/dagster_home)", file=sys.stderr)
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
+
+from racing_orchestration.cli import dagster_home_missing
 
 EXIT_PARTIAL = 1
 EXIT_FAILED = 2
@@ -32,9 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from racing_orchestration.checkpoints.runner import run_checkpoint
 
-    if not os.environ.get("DAGSTER_HOME"):
-        print("racing check: DAGSTER_HOME is not set; point it at the folder holding dagster.yaml "
-              "(`make run` uses .local/dagster_home)", file=sys.stderr)
+    if dagster_home_missing("check"):
         return EXIT_FAILED
     with dg.DagsterInstance.get() as instance:
         result = run_checkpoint(instance, args.race_id, args.checkpoint, [] if args.no_wait else None)

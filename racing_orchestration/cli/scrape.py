@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 
 from tabulate import tabulate
 
+from racing_orchestration.cli import dagster_home_missing
+
 EXIT_PARTIAL = 1
 EXIT_FAILED = 2
+
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,9 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from racing_orchestration.ingestion.combinations import summarize
     from racing_orchestration.ingestion.runner import run_morning_scrape
 
-    if not os.environ.get("DAGSTER_HOME"):
-        print("racing scrape: DAGSTER_HOME is not set; point it at the folder holding dagster.yaml "
-              "(`make run` uses .local/dagster_home)", file=sys.stderr)
+    if dagster_home_missing("scrape"):
         return EXIT_FAILED
     with dg.DagsterInstance.get() as instance:
         run = run_morning_scrape(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from racing_orchestration.ingestion.combinations import CombinationResult, ScrapeCombination
+from racing_orchestration.race_db.api_calls import recorded_client
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.race_db.store import record_scrapes, upsert_meetings
 from racing_orchestration.tab.client import TabClient
@@ -12,15 +13,8 @@ def scrape_combination_once(
     tab_client: TabClient, race_db: RaceDatabase, combination: ScrapeCombination, run_id: str | None
 ) -> CombinationResult:
     """Fetch and store one combination; API errors propagate after their calls are recorded."""
-    client = tab_client.fork()  # its own `calls`: steps run in parallel threads
-    try:
+    with recorded_client(tab_client, race_db, run_id) as client:
         meetings = client.list_meetings(combination.day, combination.category, combination.country)
-    except Exception:
-        with race_db.begin() as conn:
-            record_scrapes(conn, client.calls, run_id)
-        raise
-    finally:
-        client.close()
     with race_db.begin() as conn:
         counts = upsert_meetings(conn, meetings)
         record_scrapes(conn, client.calls, run_id)
