@@ -16,10 +16,15 @@ from racing_orchestration.tab.sim_day import NZ_TZ
 from racing_orchestration.tab.sim_feed import SimFeedConfig, SimFeedServer
 
 
+# A pinned racing clock (mid-afternoon in Auckland): the client tests must not depend on the wall clock, e.g. the
+# racing day rolling over at Auckland midnight between two requests of one test.
+PINNED_NOW = dt.datetime(2026, 11, 29, 1, 0, tzinfo=dt.UTC)
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimFeedServer]:
     config = SimFeedConfig(seed=2, retry_after_seconds=1, timeout_fault_seconds=2.0)
-    with SimFeedServer(config) as running:
+    with SimFeedServer(config, now=lambda: PINNED_NOW) as running:
         yield running
 
 
