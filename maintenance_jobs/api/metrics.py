@@ -1,6 +1,6 @@
 """`GET /metrics`: a custom Prometheus collector computing every value from storage at scrape time.
 
-Names and labels are the published interface in /work/helper_briefs/metrics_interface.md (dashboards and alert
+Names and labels are the published interface in docs/metrics.md (dashboards and alert
 rules depend on them). Nothing is accumulated in memory, so values survive API restarts and several API replicas
 agree. Run facts come from Dagster's run tables through the run storage's own connection (one grouped query per
 family, not one query per run); TAB calls from the race database's `scrapes` table. A failing source is logged and
