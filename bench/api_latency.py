@@ -5,7 +5,11 @@ through Dagster's run tables (`RunsTable`/`RunTagsTable`, the same rows `instanc
 round trip per run), serves `python -m maintenance_jobs.api` in its own process, and measures p50/p99 latency and
 throughput of `GET /executions?limit=20`, a status-filtered page, a deep page (cursor) and `GET /stats`.
 
-    .venv/bin/python bench/api_latency.py [--runs 100000] [--clients 50] [--requests 1500]
+    .venv/bin/python bench/api_latency.py [--runs 100000] [--clients 50] [--requests 1500] [--workers 1 2]
+
+Three loads per endpoint and worker count: 1 client (sequential), `--clients` connections in a closed loop (each sends
+its next request when the answer arrives: throughput at saturation), and the same number of clients paced at one
+request per `--pace` seconds each (dashboards polling: latency below saturation).
 """
 
 from __future__ import annotations
@@ -80,30 +84,50 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-async def load(base: str, path: str, clients: int, total: int) -> tuple[list[float], float, int]:
-    import httpx
+async def _fetch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> int:
+    """One keep-alive HTTP/1.1 exchange; returns the status code (the body is read and dropped)."""
+    writer.write(request)
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    await reader.readexactly(length)
+    return status
 
+
+async def load(base: str, path: str, clients: int, total: int) -> tuple[list[float], float, int]:
+    """`clients` connections, each sending its next request as soon as the previous answer arrived (closed loop).
+
+    A minimal keep-alive HTTP/1.1 client on asyncio streams: httpx costs ~1 ms of CPU per request, which on 2 cores
+    would be taken from the server under test.
+    """
+    host, port = base.removeprefix("http://").split(":")
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\n\r\n").encode()
     latencies: list[float] = []
     errors = 0
     remaining = total
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, limits=limits,
-                                 timeout=60) as client:
-        async def worker() -> None:
-            nonlocal remaining, errors
+
+    async def worker() -> None:
+        nonlocal remaining, errors
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
             while remaining > 0:
                 remaining -= 1
                 began = time.perf_counter()
                 try:
-                    response = await client.get(path)
-                    errors += response.status_code != 200
-                except httpx.HTTPError:  # counted, not fatal: a saturated machine may drop a connection
-                    errors += 1
+                    errors += await _fetch(reader, writer, request) != 200
+                except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration):
+                    errors += 1  # counted, not fatal: reconnect and go on
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
                 latencies.append((time.perf_counter() - began) * 1000)
+        finally:
+            writer.close()
 
-        began = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(clients)))
-        elapsed = time.perf_counter() - began
+    began = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    elapsed = time.perf_counter() - began
     return latencies, len(latencies) / elapsed, errors
 
 
@@ -113,13 +137,14 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=1500, help="requests per endpoint under concurrency")
     parser.add_argument("--single", type=int, default=200, help="sequential requests per endpoint (1 client)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="API worker processes, one run each")
+    parser.add_argument("--pace", type=float, default=1.0, help="paced load: seconds between a client's requests")
+    parser.add_argument("--paced-seconds", type=float, default=20.0)
     args = parser.parse_args()
 
     import dagster as dg
-    import httpx
 
     from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
-    from local_stack.stack import free_port, wait_for_http
     from maintenance_jobs.database.migrate import upgrade
 
     work = Path(tempfile.mkdtemp(prefix="bench-api-"))
@@ -138,12 +163,70 @@ def main() -> int:
         total = instance.get_runs_count()
     print(f"inserted {total} runs in {time.perf_counter() - began:.1f} s", flush=True)
 
+    rows = []
+    for workers in args.workers:
+        rows += measure(args, home, registry_url, workers)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    print(f"\nMachine: {os.cpu_count()} cores, {cpu}; load average {os.getloadavg()[0]:.1f} at the end.")
+    print(f"{total:,} runs in storage ({args.runs // 10:,} maintenance); {args.clients} concurrent clients "
+          f"(closed loop), {args.requests} requests per endpoint; 1 client: {args.single} sequential requests; "
+          f"paced: {args.clients} clients each sending one request every {args.pace} s for {args.paced_seconds} s.\n")
+    print(f"| workers | endpoint | 1 client p50 | 1 client p99 | {args.clients} clients p50 | {args.clients} clients p99 "
+          f"| {args.clients} clients req/s | paced p50 | paced p99 | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for workers, label, s50, s99, m50, m99, rps, p50, p99, errors in rows:
+        print(f"| {workers} | `{label}` | {s50:.1f} ms | {s99:.1f} ms | {m50:.1f} ms | {m99:.1f} ms | {rps:.0f} "
+              f"| {p50:.1f} ms | {p99:.1f} ms | {errors} |")
+    return 0
+
+
+async def paced(base: str, path: str, clients: int, interval: float, seconds: float) -> tuple[list[float], int]:
+    """`clients` connections, each sending one request every `interval` s (random phase): dashboards polling."""
+    import random as _random
+
+    host, port = base.removeprefix("http://").split(":")
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\n\r\n").encode()
+    latencies: list[float] = []
+    errors = 0
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+
+    async def worker() -> None:
+        nonlocal errors
+        reader, writer = await asyncio.open_connection(host, int(port))
+        due = loop.time() + _random.uniform(0, interval)
+        try:
+            while due < end:
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                began = time.perf_counter()
+                try:
+                    errors += await _fetch(reader, writer, request) != 200
+                except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration):
+                    errors += 1
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                latencies.append((time.perf_counter() - began) * 1000)
+                due += interval
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return latencies, errors
+
+
+def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: int) -> list[tuple]:
+    """Serve the API with `workers` processes and load each endpoint: 1 client, N clients closed loop, paced."""
+    import httpx
+
+    from local_stack.stack import free_port, wait_for_http
+
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "MAINTENANCE_DATABASE_URL": registry_url,
            "SCHEDULER_API_KEY": KEY}
     api = subprocess.Popen([sys.executable, "-m", "maintenance_jobs.api", "--port", str(port), "--log-level",
-                            "warning"], env=env, cwd=Path(__file__).resolve().parent.parent)
+                            "warning", "--workers", str(workers)], env=env, cwd=Path(__file__).resolve().parent.parent)
     base = f"http://127.0.0.1:{port}"
+    rows = []
     try:
         wait_for_http(f"{base}/health", 60, api)
         headers = {"Authorization": f"Bearer {KEY}"}
@@ -158,28 +241,20 @@ def main() -> int:
             "/executions?limit=20&cursor=<page 51>": f"/executions?limit=20&cursor={cursor}",
             "/stats": "/stats",
         }
-        for path in paths.values():  # warm up: imports, pools, Postgres caches
-            for _ in range(20):
-                httpx.get(f"{base}{path}", headers=headers)
-        rows = []
+        for path in paths.values():  # warm up every worker: imports, pools, Postgres caches
+            asyncio.run(load(base, path, 2 * workers, 20 * workers))
         for label, path in paths.items():
             single, _, single_errors = asyncio.run(load(base, path, 1, args.single))
             many, throughput, errors = asyncio.run(load(base, path, args.clients, args.requests))
-            rows.append((label, statistics.median(single), percentile(single, 99), statistics.median(many),
-                         percentile(many, 99), throughput, errors + single_errors))
-            print(f"{label}: done", flush=True)
+            steady, steady_errors = asyncio.run(paced(base, path, args.clients, args.pace, args.paced_seconds))
+            rows.append((workers, label, statistics.median(single), percentile(single, 99), statistics.median(many),
+                         percentile(many, 99), throughput, statistics.median(steady), percentile(steady, 99),
+                         errors + single_errors + steady_errors))
+            print(f"{workers} worker(s) {label}: done", flush=True)
     finally:
         api.terminate()
-        api.wait(timeout=20)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    print(f"\nMachine: {os.cpu_count()} cores, {cpu}; load average {os.getloadavg()[0]:.1f} at the end.")
-    print(f"{total:,} runs in storage ({args.runs // 10:,} maintenance); {args.clients} concurrent clients, "
-          f"{args.requests} requests per endpoint; 1 client: {args.single} sequential requests.\n")
-    print("| endpoint | 1 client p50 | 1 client p99 | 50 clients p50 | 50 clients p99 | 50 clients req/s | errors |")
-    print("|---|---|---|---|---|---|---|")
-    for label, s50, s99, m50, m99, rps, errors in rows:
-        print(f"| `{label}` | {s50:.1f} ms | {s99:.1f} ms | {m50:.1f} ms | {m99:.1f} ms | {rps:.0f} | {errors} |")
-    return 0
+        api.wait(timeout=30)
+    return rows
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
-from maintenance_jobs.api.config import ApiConfigError, settings_from_env
+from maintenance_jobs.api.config import INSECURE_DEV_ENV, ApiConfigError, settings_from_env
 
 log = logging.getLogger("maintenance_jobs.api")
 
@@ -19,6 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                "then $SCHEDULER_API_KEY)")
     parser.add_argument("--insecure-dev", action="store_true",
                         help="serve WITHOUT authentication when no key is set (local development only)")
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("MAINTENANCE_API_WORKERS") or 1),
+                        help="uvicorn worker processes (default: $MAINTENANCE_API_WORKERS, else 1); one per core "
+                             "serves concurrent clients on several cores")
     parser.add_argument("--log-level", default="info")
     return parser
 
@@ -37,6 +41,15 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("!" * 78)
 
     import uvicorn
+
+    if args.workers > 1:
+        # Worker processes build their own app from the environment: hand them what came from the command line.
+        if args.api_key_file:
+            os.environ["SCHEDULER_API_KEY_FILE"] = args.api_key_file
+        os.environ[INSECURE_DEV_ENV] = "1" if args.insecure_dev else "0"
+        uvicorn.run("maintenance_jobs.api.app:app_from_env", factory=True, workers=args.workers, host=args.host,
+                    port=args.port, log_level=args.log_level.lower())
+        return 0
 
     from maintenance_jobs.api.app import create_app
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from contextlib import asynccontextmanager
 from typing import Annotated
@@ -16,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from maintenance_jobs.api import schedulers, status
 from maintenance_jobs.api.auth import ApiKeyMiddleware, add_security_scheme
-from maintenance_jobs.api.config import ApiSettings
+from maintenance_jobs.api.config import INSECURE_DEV_ENV, ApiSettings, settings_from_env
 from maintenance_jobs.api.deps import ApiState, api_state, instance, registry
 from maintenance_jobs.api.docs_page import add_docs_routes
 from maintenance_jobs.api.executions import (
@@ -155,7 +156,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
         cursor: Annotated[str | None, Query(max_length=300, description="next_cursor of the previous page")] = None,
     ):
         query = ExecutionQuery(task_name=task_name, service=service, status=status_, limit=limit, cursor=cursor)
-        return list_executions(dagster, query, settings.dagster_ui_url)
+        page = list_executions(dagster, query, settings.dagster_ui_url)
+        # Already validated while built: serialise once instead of FastAPI validating the page again.
+        return Response(page.model_dump_json(), media_type="application/json")
 
     @app.get("/stats", response_model=status.Stats, tags=["status"])
     def stats(dagster: Annotated[dg.DagsterInstance, Depends(instance)],
@@ -210,3 +213,8 @@ def _racing_engine(state: ApiState) -> sa.Engine | None:
         state._racing = sa.create_engine(psycopg2_url(url), pool_size=1, max_overflow=2,
                                          connect_args={"connect_timeout": 3})
     return state._racing
+
+
+def app_from_env() -> FastAPI:
+    """The app of one `maintenance-api --workers N` worker process (uvicorn imports it by name)."""
+    return create_app(settings_from_env(insecure_dev=os.environ.get(INSECURE_DEV_ENV) == "1"))

@@ -19,6 +19,8 @@ DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
 DEFAULT_HEARTBEAT_MAX_AGE_SECONDS = 90.0
 # The daemons that must be alive for registry tasks to be dispatched and launched.
 SCHEDULING_DAEMONS = ("SENSOR", "QUEUED_RUN_COORDINATOR")
+# Set by `maintenance-api --workers N` for its worker processes only: carries --insecure-dev to them.
+INSECURE_DEV_ENV = "_MAINTENANCE_API_INSECURE_DEV"
 
 
 class ApiConfigError(ValueError):

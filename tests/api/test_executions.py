@@ -110,3 +110,36 @@ def test_a_real_run_reports_times_output_and_duration(api: RunningApi) -> None:
     assert item["run_id"] == result.run_id and item["status"] == "success"
     assert item["started_at"] and item["completed_at"] and item["duration_seconds"] >= 0.2
     assert item["output"] and "ping" in item["output"]
+
+
+def test_sql_page_equals_the_public_api_page(pg_instance: dg.DagsterInstance) -> None:
+    """The column-only SQL path and `get_run_records` build the same pages for every filter and cursor."""
+    from maintenance_jobs.api.executions import ExecutionQuery, list_executions
+    from maintenance_jobs.jobs import example_executor_job
+
+    instance = pg_instance
+    for i in range(9):
+        maintenance_run(instance, ("backup", "sync")[i % 2], ("infra", "docs", "scheduler")[i % 3],
+                        (S.SUCCESS, S.FAILURE, S.CANCELED, S.QUEUED, S.STARTED)[i % 5],
+                        **({"maintenance/status": "timeout"} if i == 2 else {}),
+                        **({"dagster/retry_number": "1", "racing/error": "boom"} if i == 6 else {}))
+    create_run_for_test(instance, job_name="morning_scrape", tags={"orchestration/kind": "racing"})
+    example_executor_job.execute_in_process(  # a run with real start/end times and an output tag
+        run_config={"ops": {"run_example_executor": {"config": {"message": "ping", "delay_seconds": 0}}}},
+        instance=instance, tags={"maintenance/task": "pinger", "maintenance/service": "scheduler"})
+    queries = [ExecutionQuery(limit=limit, **filters) for limit in (1, 3, 20) for filters in (
+        {}, {"task_name": "backup"}, {"service": "docs"}, {"status": "timeout"}, {"status": "failed"},
+        {"status": "pending"}, {"status": "success", "task_name": "pinger"})]
+    compared = 0
+    for query in queries:
+        while True:
+            fast = list_executions(instance, query, "http://ui", use_sql=True)
+            slow = list_executions(instance, query, "http://ui", use_sql=False)
+            assert fast == slow, query
+            compared += len(fast.items)
+            if fast.next_cursor is None:
+                break
+            query = ExecutionQuery(**{**query.__dict__, "cursor": fast.next_cursor})
+    pinger = list_executions(instance, ExecutionQuery(task_name="pinger"), "http://ui", use_sql=True).items[0]
+    assert pinger.started_at and pinger.completed_at and pinger.output and "ping" in pinger.output
+    assert compared > 60  # the loop really compared pages, not empty lists
