@@ -138,6 +138,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1500, help="requests per endpoint under concurrency")
     parser.add_argument("--single", type=int, default=200, help="sequential requests per endpoint (1 client)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="API worker processes, one run each")
+    parser.add_argument("--cache", type=float, nargs="+", default=[0.0, 1.0],
+                        help="MAINTENANCE_API_CACHE_SECONDS values, one run each (0: no response cache)")
     parser.add_argument("--pace", type=float, default=1.0, help="paced load: seconds between a client's requests")
     parser.add_argument("--paced-seconds", type=float, default=20.0)
     args = parser.parse_args()
@@ -164,18 +166,19 @@ def main() -> int:
     print(f"inserted {total} runs in {time.perf_counter() - began:.1f} s", flush=True)
 
     rows = []
-    for workers in args.workers:
-        rows += measure(args, home, registry_url, workers)
+    for cache in args.cache:
+        for workers in args.workers:
+            rows += measure(args, home, registry_url, workers, cache)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"\nMachine: {os.cpu_count()} cores, {cpu}; load average {os.getloadavg()[0]:.1f} at the end.")
     print(f"{total:,} runs in storage ({args.runs // 10:,} maintenance); {args.clients} concurrent clients "
           f"(closed loop), {args.requests} requests per endpoint; 1 client: {args.single} sequential requests; "
           f"paced: {args.clients} clients each sending one request every {args.pace} s for {args.paced_seconds} s.\n")
-    print(f"| workers | endpoint | 1 client p50 | 1 client p99 | {args.clients} clients p50 | {args.clients} clients p99 "
+    print(f"| cache | workers | endpoint | 1 client p50 | 1 client p99 | {args.clients} clients p50 | {args.clients} clients p99 "
           f"| {args.clients} clients req/s | paced p50 | paced p99 | errors |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for workers, label, s50, s99, m50, m99, rps, p50, p99, errors in rows:
-        print(f"| {workers} | `{label}` | {s50:.1f} ms | {s99:.1f} ms | {m50:.1f} ms | {m99:.1f} ms | {rps:.0f} "
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for cache, workers, label, s50, s99, m50, m99, rps, p50, p99, errors in rows:
+        print(f"| {cache:g} s | {workers} | `{label}` | {s50:.1f} ms | {s99:.1f} ms | {m50:.1f} ms | {m99:.1f} ms | {rps:.0f} "
               f"| {p50:.1f} ms | {p99:.1f} ms | {errors} |")
     return 0
 
@@ -214,7 +217,7 @@ async def paced(base: str, path: str, clients: int, interval: float, seconds: fl
     return latencies, errors
 
 
-def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: int) -> list[tuple]:
+def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: int, cache: float) -> list[tuple]:
     """Serve the API with `workers` processes and load each endpoint: 1 client, N clients closed loop, paced."""
     import httpx
 
@@ -222,7 +225,7 @@ def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: in
 
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "MAINTENANCE_DATABASE_URL": registry_url,
-           "SCHEDULER_API_KEY": KEY}
+           "SCHEDULER_API_KEY": KEY, "MAINTENANCE_API_CACHE_SECONDS": str(cache)}
     api = subprocess.Popen([sys.executable, "-m", "maintenance_jobs.api", "--port", str(port), "--log-level",
                             "warning", "--workers", str(workers)], env=env, cwd=Path(__file__).resolve().parent.parent)
     base = f"http://127.0.0.1:{port}"
@@ -247,10 +250,10 @@ def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: in
             single, _, single_errors = asyncio.run(load(base, path, 1, args.single))
             many, throughput, errors = asyncio.run(load(base, path, args.clients, args.requests))
             steady, steady_errors = asyncio.run(paced(base, path, args.clients, args.pace, args.paced_seconds))
-            rows.append((workers, label, statistics.median(single), percentile(single, 99), statistics.median(many),
+            rows.append((cache, workers, label, statistics.median(single), percentile(single, 99), statistics.median(many),
                          percentile(many, 99), throughput, statistics.median(steady), percentile(steady, 99),
                          errors + single_errors + steady_errors))
-            print(f"{workers} worker(s) {label}: done", flush=True)
+            print(f"cache {cache:g} s, {workers} worker(s) {label}: done", flush=True)
     finally:
         api.terminate()
         api.wait(timeout=30)

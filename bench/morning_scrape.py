@@ -2,7 +2,9 @@
 
 The simulated feed answers every request after 100 ms of injected latency; 60 combinations (3 categories x 10
 countries x 2 days). Both variants run the same job through `execute_job` against Postgres run storage and a
-Postgres race database, in one process, alternating, so the ratio is measured side by side.
+Postgres race database, in one process, alternating, so the ratio is measured side by side. The feed is `racing sim`
+in its own process, as the TAB API is remote in production: in the benchmark's process its JSON generation would
+compete for the run's GIL.
 
     .venv/bin/python bench/morning_scrape.py [--repeats 3] [--threads 8]
 """
@@ -11,12 +13,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,17 +40,26 @@ def main() -> int:
 
     from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
     from racing_orchestration.race_db import upgrade
-    from racing_orchestration.tab.sim_engine import SimFeedConfig
-    from racing_orchestration.tab.sim_feed import SimFeedServer
+    from local_stack.stack import free_port, wait_for_http
 
     server = start_embedded_postgres(Path(tempfile.mkdtemp(prefix="bench-pg-")) / "pgdata", delete_on_exit=True)
     server_url = psycopg2_url(server.get_uri())
     racing_url = ensure_database(server_url, "racing")
     upgrade(racing_url)
     dagster_url = ensure_database(server_url, "dagster")
-    feed = SimFeedServer(SimFeedConfig(seed=11, latency_ms=LATENCY_MS)).start()
+    port = free_port()
+    feed = subprocess.Popen([str(Path(sys.executable).parent / "racing"), "sim", "--port", str(port), "--seed", "11",
+                             "--latency-ms", str(LATENCY_MS)], stdout=subprocess.DEVNULL)
+    feed_url = f"http://127.0.0.1:{port}"
+    wait_for_http(f"{feed_url}/_sim/stats", 60, feed)
+
+    def served() -> int:
+        with urllib.request.urlopen(f"{feed_url}/_sim/stats") as response:
+            return json.load(response)["total"]
+
+    base_url = f"{feed_url}/affiliates/v1/racing"
     os.environ["RACING_DATABASE_URL"] = racing_url
-    os.environ["TAB_API_BASE_URL"] = feed.base_url
+    os.environ["TAB_API_BASE_URL"] = base_url
 
     from racing_orchestration.ingestion.runner import run_morning_scrape
     from racing_orchestration.tab.client import TabClient
@@ -59,12 +73,12 @@ def main() -> int:
     with dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": dagster_url}}}) as instance:
         for _ in range(args.repeats):
             for name, threads in (("threaded", args.threads), ("sequential", 1)):
-                before = feed.stats()["total"]
+                before = served()
                 run = run_morning_scrape(instance, days, countries=COUNTRIES, max_concurrent=threads)
                 assert run.success and run.outcome == "success", run
                 assert len(run.results) == 60, len(run.results)
                 timings[name].append(run.seconds)
-                requests[name].append(feed.stats()["total"] - before)
+                requests[name].append(served() - before)
                 # Fewest requests possible: one page per combination, more only for combinations past a page.
                 minimum = sum(max(1, math.ceil(r.meetings / page_limit)) for r in run.results)
         # The same 60 combinations through the scrape's own code without Dagster (scrape_combination_once in a
@@ -75,7 +89,7 @@ def main() -> int:
         from racing_orchestration.ingestion.scrape import scrape_combination_once
         from racing_orchestration.race_db.resource import RaceDatabase
 
-        client = TabClient(base_url=feed.base_url)
+        client = TabClient(base_url=base_url)
         race_db = RaceDatabase(url=racing_url)
         combinations = plan_combinations(["T", "H", "G"], COUNTRIES, days)
         for _ in range(args.repeats):
@@ -85,7 +99,8 @@ def main() -> int:
                     list(pool.map(lambda c: scrape_combination_once(client, race_db, c, None), combinations))
                 timings.setdefault(name, []).append(time.monotonic() - started)
         race_db.dispose()
-    feed.stop()
+    feed.terminate()
+    feed.wait(timeout=20)
     server.cleanup()
 
     threaded, sequential = statistics.median(timings["threaded"]), statistics.median(timings["sequential"])

@@ -6,11 +6,13 @@ import logging
 import os
 import uuid
 from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Annotated
 
 import dagster as dg
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -147,8 +149,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(tasks_router)
 
     @app.get("/executions", response_model=ExecutionPage, tags=["executions"])
-    def executions(
-        dagster: Annotated[dg.DagsterInstance, Depends(instance)],
+    async def executions(
         task_name: Annotated[str | None, Query(max_length=200)] = None,
         status_: Annotated[StatusName, Query(alias="status")] = None,
         service: Annotated[str | None, Query(max_length=100)] = None,
@@ -156,14 +157,22 @@ def create_app(settings: ApiSettings) -> FastAPI:
         cursor: Annotated[str | None, Query(max_length=300, description="next_cursor of the previous page")] = None,
     ):
         query = ExecutionQuery(task_name=task_name, service=service, status=status_, limit=limit, cursor=cursor)
-        page = list_executions(dagster, query, settings.dagster_ui_url)
-        # Already validated while built: serialise once instead of FastAPI validating the page again.
-        return Response(page.model_dump_json(), media_type="application/json")
+        # Serialised once (FastAPI does not validate the built page again) and cached briefly.
+        return await cached(("executions", query), lambda: list_executions(
+            state.instance, query, settings.dagster_ui_url).model_dump_json())
 
     @app.get("/stats", response_model=status.Stats, tags=["status"])
-    def stats(dagster: Annotated[dg.DagsterInstance, Depends(instance)],
-              engine: Annotated[sa.Engine, Depends(registry)]):
-        return status.stats(dagster, engine, settings.heartbeat_max_age_seconds)
+    async def stats():
+        return await cached(("stats",), lambda: status.stats(
+            state.instance, state.prepared_registry(), settings.heartbeat_max_age_seconds).model_dump_json())
+
+    async def cached(key: tuple, compute: Callable[[], str | bytes]) -> Response:
+        # A fresh page is answered on the event loop; building one (blocking database reads, a single flight per
+        # key) runs in the thread pool, like FastAPI's sync routes.
+        body = state.responses.peek(key)
+        if body is None:
+            body = await run_in_threadpool(state.responses.get, key, lambda: _as_bytes(compute()))
+        return Response(body, media_type="application/json")
 
     @app.get("/health", response_model=status.Health, tags=["status"],
              responses={503: {"model": status.Health, "description": "a database is unreachable"}})
@@ -213,6 +222,10 @@ def _racing_engine(state: ApiState) -> sa.Engine | None:
         state._racing = sa.create_engine(psycopg2_url(url), pool_size=1, max_overflow=2,
                                          connect_args={"connect_timeout": 3})
     return state._racing
+
+
+def _as_bytes(body: str | bytes) -> bytes:
+    return body.encode() if isinstance(body, str) else body
 
 
 def app_from_env() -> FastAPI:

@@ -17,6 +17,7 @@ DEFAULT_PUBLIC_PATHS = (
 DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
 # Daemons heartbeat every 30 s; two missed beats and a margin mean "not running".
 DEFAULT_HEARTBEAT_MAX_AGE_SECONDS = 90.0
+DEFAULT_CACHE_SECONDS = 1.0
 # The daemons that must be alive for registry tasks to be dispatched and launched.
 SCHEDULING_DAEMONS = ("SENSOR", "QUEUED_RUN_COORDINATOR")
 # Set by `maintenance-api --workers N` for its worker processes only: carries --insecure-dev to them.
@@ -39,6 +40,8 @@ class ApiSettings:
     public_paths: frozenset[str] = DEFAULT_PUBLIC_PATHS
     dagster_ui_url: str = DEFAULT_DAGSTER_UI_URL
     heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS
+    # Read-only pages (/executions, /stats) are served from memory for this long (0: off); see response_cache.py.
+    cache_seconds: float = 0.0
     # Hold pooled connections to Dagster storage (its default opens one per query) and cap statement time.
     optimize_instance: bool = True
 
@@ -90,7 +93,19 @@ def settings_from_env(*, key_file: str | None = None, insecure_dev: bool = False
         racing_database_url=os.environ.get("RACING_DATABASE_URL") or None,
         public_paths=public_paths_from_env(),
         dagster_ui_url=(os.environ.get("DAGSTER_UI_URL") or DEFAULT_DAGSTER_UI_URL).rstrip("/"),
-        heartbeat_max_age_seconds=float(
-            os.environ.get("SCHEDULER_HEARTBEAT_MAX_AGE_SECONDS") or DEFAULT_HEARTBEAT_MAX_AGE_SECONDS
-        ),
+        heartbeat_max_age_seconds=_float_env("SCHEDULER_HEARTBEAT_MAX_AGE_SECONDS", DEFAULT_HEARTBEAT_MAX_AGE_SECONDS),
+        cache_seconds=_float_env("MAINTENANCE_API_CACHE_SECONDS", DEFAULT_CACHE_SECONDS),
     )
+
+
+def _float_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ApiConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value < 0 or value != value:
+        raise ApiConfigError(f"{name} must be a number of seconds >= 0, got {raw!r}")
+    return value

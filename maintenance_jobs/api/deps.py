@@ -11,6 +11,7 @@ from fastapi import Request
 
 from local_stack.embedded_postgres import psycopg2_url
 from maintenance_jobs.api.config import ApiSettings
+from maintenance_jobs.api.response_cache import ResponseCache
 from maintenance_jobs.seed import prepare_registry
 
 
@@ -22,6 +23,7 @@ class ApiState:
         self._lock = threading.Lock()
         self._instance: dg.DagsterInstance | None = None
         self._registry_prepared = False
+        self.responses = ResponseCache(settings.cache_seconds)
 
     @cached_property
     def registry(self) -> sa.Engine:

@@ -174,7 +174,17 @@ def _rows_via_sql(storage: SqlRunStorage, filters: dg.RunsFilter, limit: int, cu
     # Dagster's own builder (tag joins, status/created filters, `id < id of cursor run`, newest first), minus run_body.
     query = storage._runs_query(filters=filters, cursor=cursor, limit=limit, columns=_RUN_COLUMNS)  # noqa: SLF001
     with storage.connect() as conn:
-        runs = conn.execute(query).all()
+        # A newest-first LIMIT page reads a few hundred index entries, but for status filters Postgres plans a
+        # parallel Gather Merge whose worker start-up (~15 ms) costs more than the scan. Dagster's storage
+        # connections are autocommit (no SET LOCAL), so the setting is reset before the pooled connection goes back.
+        serial = conn.dialect.name == "postgresql"
+        if serial:
+            conn.execute(sa.text("SET max_parallel_workers_per_gather = 0"))
+        try:
+            runs = conn.execute(query).all()
+        finally:
+            if serial:
+                conn.execute(sa.text("RESET max_parallel_workers_per_gather"))
         tags: dict[str, dict[str, str]] = {run.run_id: {} for run in runs}
         if runs:
             tag_rows = conn.execute(

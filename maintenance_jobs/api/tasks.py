@@ -10,13 +10,14 @@ from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, ConfigDict, create_model
 
 from maintenance_jobs import registry as tasks_registry
-from maintenance_jobs.api.deps import api_state, instance, registry
+from maintenance_jobs.api.deps import ApiState, api_state, instance, registry
 from maintenance_jobs.models import Task, TaskSpec, TaskValidationError
 from maintenance_jobs.trigger import trigger_task
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 Registry = Annotated[sa.Engine, Depends(registry)]
 Instance = Annotated[dg.DagsterInstance, Depends(instance)]
+State = Annotated[ApiState, Depends(api_state)]
 
 # Every writable field optional: a PUT changes only what it sends (the registry re-validates the merged row).
 TaskUpdate = create_model(
@@ -62,29 +63,35 @@ def get_task(task_name: str, engine: Registry):
 
 
 @router.post("", response_model=Task, status_code=201)
-def create_task(spec: TaskSpec, engine: Registry):
+def create_task(spec: TaskSpec, engine: Registry, state: State):
     data = spec.model_dump()
     reject_nul(data, "")
-    return tasks_registry.create_task(engine, data)
+    created = tasks_registry.create_task(engine, data)
+    state.responses.clear()  # /stats counts enabled tasks: this client must see its own write
+    return created
 
 
 @router.put("/{task_name}", response_model=Task, summary="Change some fields of a task")
-def update_task(task_name: str, engine: Registry, changes: Annotated[TaskUpdate, Body()]):
+def update_task(task_name: str, engine: Registry, changes: Annotated[TaskUpdate, Body()], state: State):
     data: dict[str, Any] = changes.model_dump(exclude_unset=True)
     reject_nul(data, "")
-    return tasks_registry.update_task(engine, task_name, data)
+    updated = tasks_registry.update_task(engine, task_name, data)
+    state.responses.clear()
+    return updated
 
 
 @router.delete("/{task_name}", response_model=Deleted)
-def delete_task(task_name: str, engine: Registry):
+def delete_task(task_name: str, engine: Registry, state: State):
     tasks_registry.delete_task(engine, task_name)
+    state.responses.clear()
     return Deleted(deleted=task_name)
 
 
 @router.post("/{task_name}/trigger", response_model=Triggered, summary="Queue a run of the task now")
-def trigger(task_name: str, engine: Registry, dagster: Instance, state=Depends(api_state)):
+def trigger(task_name: str, engine: Registry, dagster: Instance, state: State):
     task = tasks_registry.get_task(engine, task_name)
     run_id = trigger_task(dagster, task, triggered_by="manual")
+    state.responses.clear()  # the new run must be in this client's next /executions page
     return Triggered(
         run_id=run_id,
         task_name=task.task_name,

@@ -10,7 +10,13 @@ import pytest
 
 from maintenance_jobs.api.__main__ import main
 from maintenance_jobs.api.auth import add_security_scheme, check_authorization
-from maintenance_jobs.api.config import ApiConfigError, ApiSettings, api_key_from_env, public_paths_from_env
+from maintenance_jobs.api.config import (
+    ApiConfigError,
+    ApiSettings,
+    api_key_from_env,
+    public_paths_from_env,
+    settings_from_env,
+)
 from maintenance_jobs.api.executions import CursorError, decode_cursor, encode_cursor, execution_status
 from maintenance_jobs.api.metrics import histogram_buckets
 from maintenance_jobs.api.schedulers import next_cron_time
@@ -159,3 +165,23 @@ def test_stats_counts_use_the_executions_status_mapping() -> None:
             ("CANCELED", "canceled", 1), ("QUEUED", None, 3), ("STARTED", None, 1), ("STARTING", None, 1)]
     assert count_by_execution_status(rows) == {"pending": 4, "running": 1, "success": 4, "failed": 2,
                                                "timeout": 3, "canceled": 1}
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 1.0), ("", 1.0), ("0", 0.0), ("2.5", 2.5)])
+def test_cache_seconds_from_env(monkeypatch, raw: str | None, expected: float) -> None:
+    monkeypatch.setenv("MAINTENANCE_DATABASE_URL", "postgresql+psycopg2://localhost/none")
+    monkeypatch.setenv("SCHEDULER_API_KEY", "from-env-123456")
+    if raw is None:
+        monkeypatch.delenv("MAINTENANCE_API_CACHE_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("MAINTENANCE_API_CACHE_SECONDS", raw)
+    assert settings_from_env().cache_seconds == expected
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1", "nan"])
+def test_bad_cache_seconds_name_the_variable(monkeypatch, raw: str) -> None:
+    monkeypatch.setenv("MAINTENANCE_DATABASE_URL", "postgresql+psycopg2://localhost/none")
+    monkeypatch.setenv("SCHEDULER_API_KEY", "from-env-123456")
+    monkeypatch.setenv("MAINTENANCE_API_CACHE_SECONDS", raw)
+    with pytest.raises(ApiConfigError, match="MAINTENANCE_API_CACHE_SECONDS"):
+        settings_from_env()

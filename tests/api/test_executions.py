@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dagster as dg
+import httpx
 import pytest
 from dagster._core.test_utils import create_run_for_test
 
@@ -143,3 +144,34 @@ def test_sql_page_equals_the_public_api_page(pg_instance: dg.DagsterInstance) ->
     pinger = list_executions(instance, ExecutionQuery(task_name="pinger"), "http://ui", use_sql=True).items[0]
     assert pinger.started_at and pinger.completed_at and pinger.output and "ping" in pinger.output
     assert compared > 60  # the loop really compared pages, not empty lists
+
+
+def test_cached_pages_stay_until_a_write_through_the_api(api_settings, pg_instance: dg.DagsterInstance) -> None:
+    """With a cache, a repeated read is served from memory; a trigger or task write is visible at once."""
+    import dataclasses
+
+    from local_stack.stack import free_port
+    from maintenance_jobs.api.app import create_app
+    from tests.api.conftest import API_KEY, serve, task_body
+
+    app = create_app(dataclasses.replace(api_settings, cache_seconds=600))
+    server, thread = serve(app, free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {API_KEY}"},
+                          timeout=30) as client:
+            first = maintenance_run(pg_instance, task="pinger")
+            assert [i["run_id"] for i in client.get("/executions").json()["items"]] == [first]
+            enabled_before = client.get("/stats").json()["tasks_enabled"]
+            maintenance_run(pg_instance, task="pinger")  # written behind the API's back: not seen for 600 s
+            assert [i["run_id"] for i in client.get("/executions").json()["items"]] == [first]
+            assert client.post("/tasks", json=task_body("pinger")).status_code == 201
+            assert client.get("/stats").json()["tasks_enabled"] == enabled_before + 1
+            triggered = client.post("/tasks/pinger/trigger").json()["run_id"]
+            ids = [i["run_id"] for i in client.get("/executions").json()["items"]]
+            assert ids[0] == triggered and ids[-1] == first and len(ids) == 3
+            cache = app.state.api.responses
+            assert cache.hits >= 1 and cache.misses >= 3
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
