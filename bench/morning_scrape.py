@@ -70,7 +70,12 @@ def main() -> int:
     timings: dict[str, list[float]] = {"threaded": [], "sequential": []}
     requests: dict[str, list[int]] = {"threaded": [], "sequential": []}
     minimum = None
-    with dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": dagster_url}}}) as instance:
+    # The project's instance settings that shape a run (python_logs), on this benchmark's Postgres.
+    import yaml
+
+    project = yaml.safe_load((Path(__file__).resolve().parent.parent / "dagster.yaml").read_text())
+    overrides = {"storage": {"postgres": {"postgres_url": dagster_url}}, "python_logs": project["python_logs"]}
+    with dg.instance_for_test(overrides=overrides) as instance:
         for _ in range(args.repeats):
             for name, threads in (("threaded", args.threads), ("sequential", 1)):
                 before = served()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
@@ -167,11 +168,15 @@ def create_app(settings: ApiSettings) -> FastAPI:
             state.instance, state.prepared_registry(), settings.heartbeat_max_age_seconds).model_dump_json())
 
     async def cached(key: tuple, compute: Callable[[], str | bytes]) -> Response:
-        # A fresh page is answered on the event loop; building one (blocking database reads, a single flight per
-        # key) runs in the thread pool, like FastAPI's sync routes.
-        body = state.responses.peek(key)
+        # A usable page is answered on the event loop (an ageing one also starts one refresh in a worker thread);
+        # building a missing one (blocking database reads, one flight per key) runs in the thread pool, like
+        # FastAPI's sync routes.
+        compute_bytes = lambda: _as_bytes(compute())  # noqa: E731
+        body, refresh = state.responses.peek(key)
+        if refresh:
+            asyncio.get_running_loop().run_in_executor(None, state.responses.refresh, key, compute_bytes)
         if body is None:
-            body = await run_in_threadpool(state.responses.get, key, lambda: _as_bytes(compute()))
+            body = await run_in_threadpool(state.responses.get, key, compute_bytes)
         return Response(body, media_type="application/json")
 
     @app.get("/health", response_model=status.Health, tags=["status"],

@@ -1,19 +1,28 @@
-"""A short-lived, single-flight cache of read-only responses (`/executions`, `/stats`).
+"""A short-lived, single-flight cache of read-only responses (`/executions`, `/stats`), refreshed ahead of expiry.
 
 Dashboards and scripts poll the same few pages; with 100k runs every page costs a few milliseconds of Postgres and
-Python time, so 50 clients polling the same page would each pay it. Within `ttl` seconds of a computation, the same
-key gets the same bytes, and concurrent misses of one key wait for a single computation instead of all running it.
-Staleness is bounded by `ttl` (measured from when the computation started); writes through this process (a manual
-trigger) clear the cache so their effect is visible at once. `ttl <= 0` turns caching off.
+Python time, so 50 clients polling the same page would each pay it. A computed page is served for `ttl` seconds
+(measured from when its computation started, so no answer is older than `ttl`):
+
+- in its first half it is simply served;
+- in its second half it is still served, and the first request to see it starts one background refresh, so busy
+  keys are replaced before they expire and no client waits for the database;
+- after `ttl` it is gone: concurrent misses of one key wait for a single computation instead of all running it.
+
+Writes through this process (a manual trigger, task changes) clear the cache so their effect is visible at once.
+`ttl <= 0` turns caching off.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -33,59 +42,86 @@ class ResponseCache:
         self._clock = clock
         self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
         self._computing: dict[Hashable, threading.Lock] = {}
+        self._refreshing: set[Hashable] = set()
         self._lock = threading.Lock()
         self._generation = 0  # bumped by clear(): a computation that began before it is not stored
         self.hits = 0
         self.misses = 0
+        self.refreshes = 0
 
-    def _fresh(self, key: Hashable) -> bytes | None:
+    def _usable(self, key: Hashable) -> _Entry | None:
         entry = self._entries.get(key)
         if entry is None or self._clock() - entry.computed_at >= self.ttl:
             return None
         self._entries.move_to_end(key)
         self.hits += 1
-        return entry.body
+        return entry
 
-    def peek(self, key: Hashable) -> bytes | None:
-        """The fresh bytes of `key`, or None; never waits for a computation (safe on an event loop)."""
+    def peek(self, key: Hashable) -> tuple[bytes | None, bool]:
+        """(the usable bytes of `key` or None, whether the caller should start `refresh(key)`); never waits."""
         if self.ttl <= 0:
-            return None
+            return None, False
         with self._lock:
-            return self._fresh(key)
+            entry = self._usable(key)
+            if entry is None:
+                return None, False
+            ageing = self._clock() - entry.computed_at >= self.ttl / 2
+            if ageing and key not in self._refreshing:
+                self._refreshing.add(key)
+                return entry.body, True
+            return entry.body, False
 
     def get(self, key: Hashable, compute: Callable[[], bytes]) -> bytes:
         """The cached bytes of `key`, or `compute()`'s (errors propagate and cache nothing)."""
         if self.ttl <= 0:
             return compute()
         with self._lock:
-            body = self._fresh(key)
-            if body is not None:
-                return body
+            entry = self._usable(key)
+            if entry is not None:
+                return entry.body
             key_lock = self._computing.setdefault(key, threading.Lock())
-        with key_lock:  # one computation per key; the others wait for it and then find it fresh
+        with key_lock:  # one computation per key; the others wait for it and then find it usable
             with self._lock:
-                body = self._fresh(key)
-                if body is not None:
-                    return body
+                entry = self._usable(key)
+                if entry is not None:
+                    return entry.body
                 self.misses += 1
-                generation = self._generation
-            started = self._clock()
             try:
-                body = compute()
+                return self._compute_and_store(key, compute)
             except BaseException:
                 with self._lock:
                     if key not in self._entries:
                         self._computing.pop(key, None)
                 raise
+
+    def refresh(self, key: Hashable, compute: Callable[[], bytes]) -> None:
+        """Recompute `key` (after `peek` asked for it); a failure is logged and the entry simply expires."""
+        try:
+            self._compute_and_store(key, compute)
             with self._lock:
-                if generation != self._generation:
-                    return body
+                self.refreshes += 1
+        except Exception:
+            log.exception("background refresh of %r failed; the next request after expiry recomputes it", key)
+        finally:
+            with self._lock:
+                self._refreshing.discard(key)
+
+    def _compute_and_store(self, key: Hashable, compute: Callable[[], bytes]) -> bytes:
+        with self._lock:
+            generation = self._generation
+        started = self._clock()
+        body = compute()
+        with self._lock:
+            if generation != self._generation:
+                return body
+            current = self._entries.get(key)
+            if current is None or current.computed_at <= started:
                 self._entries[key] = _Entry(started, body)
                 self._entries.move_to_end(key)
-                while len(self._entries) > self.max_entries:
-                    evicted, _ = self._entries.popitem(last=False)
-                    self._computing.pop(evicted, None)
-            return body
+            while len(self._entries) > self.max_entries:
+                evicted, _ = self._entries.popitem(last=False)
+                self._computing.pop(evicted, None)
+        return body
 
     def clear(self) -> None:
         with self._lock:

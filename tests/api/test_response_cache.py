@@ -111,12 +111,37 @@ def test_clear_drops_entries_and_a_computation_that_began_before_it() -> None:
     assert cache.get("k", compute) == b"body 3"  # ... but it was not stored
 
 
-def test_peek_returns_only_fresh_bytes_and_never_computes() -> None:
+@pytest.mark.parametrize(("age", "usable", "refresh"), [(0.0, True, False), (0.49, True, False),
+                                                      (0.5, True, True), (0.99, True, True), (1.0, False, False)])
+def test_peek_serves_until_ttl_and_asks_for_one_refresh_in_the_second_half(age: float, usable: bool,
+                                                                           refresh: bool) -> None:
     clock, compute = Clock(), Computations()
     cache = ResponseCache(ttl=1.0, clock=clock)
-    assert cache.peek("k") is None
+    assert cache.peek("k") == (None, False)
     cache.get("k", compute)
-    assert cache.peek("k") == b"body 1"
-    clock.now += 1.0
-    assert cache.peek("k") is None and compute.calls == 1
-    assert ResponseCache(ttl=0).peek("k") is None
+    clock.now += age
+    assert cache.peek("k") == ((b"body 1" if usable else None), refresh)
+    if refresh:
+        assert cache.peek("k") == (b"body 1", False)  # one refresh at a time
+    assert compute.calls == 1 and ResponseCache(ttl=0).peek("k") == (None, False)
+
+
+def test_a_refresh_replaces_the_entry_and_a_failed_one_lets_it_expire(caplog) -> None:
+    clock, compute = Clock(), Computations()
+    cache = ResponseCache(ttl=1.0, clock=clock)
+    cache.get("k", compute)
+    clock.now += 0.6
+    assert cache.peek("k") == (b"body 1", True)
+    cache.refresh("k", compute)
+    assert cache.peek("k") == (b"body 2", False) and cache.refreshes == 1
+    clock.now += 0.6  # body 2 was computed at +0.6: ageing again
+
+    def broken() -> bytes:
+        raise RuntimeError("database down")
+
+    assert cache.peek("k") == (b"body 2", True)
+    cache.refresh("k", broken)
+    assert "background refresh" in caplog.text
+    assert cache.peek("k") == (b"body 2", True)  # the marker was cleared: the next request may try again
+    clock.now += 0.5
+    assert cache.peek("k") == (None, False)

@@ -81,7 +81,12 @@ def test_connections_are_reused_and_forks_keep_their_own_calls(feed_server: SimF
     assert fork.model_dump() == client.model_dump() and fork.calls == []
     fork.list_meetings(today(feed_server), "T", "NZ")
     assert len(fork.calls) == 1 and len(client.calls) == 3
-    fork.close()
+    fork.close()  # a step's fork ends; the run's pool stays open for the others
+    grandchild = fork.fork()
+    grandchild.list_meetings(today(feed_server), "G", "NZ")
+    assert len(grandchild.calls) == 1 and len(fork.calls) == 1
+    # forks reuse the parent's connection: still one connection after five requests
+    assert feed_server.stats()["connections"] == 1 and feed_server.stats()["total"] == 5
     client.close()
 
 
