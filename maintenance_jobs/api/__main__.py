@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 
 from maintenance_jobs.api.config import INSECURE_DEV_ENV, ApiConfigError, settings_from_env
 
@@ -47,8 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.api_key_file:
             os.environ["SCHEDULER_API_KEY_FILE"] = args.api_key_file
         os.environ[INSECURE_DEV_ENV] = "1" if args.insecure_dev else "0"
-        uvicorn.run("maintenance_jobs.api.app:app_from_env", factory=True, workers=args.workers, host=args.host,
-                    port=args.port, log_level=args.log_level.lower())
+        # The workers' request counters live in files here so /metrics can sum them (prometheus_client's
+        # multiprocess mode reads the variable when a worker imports it).
+        with tempfile.TemporaryDirectory(prefix="maintenance-api-metrics-") as metrics_dir:
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+            uvicorn.run("maintenance_jobs.api.app:app_from_env", factory=True, workers=args.workers,
+                        host=args.host, port=args.port, log_level=args.log_level.lower())
         return 0
 
     from maintenance_jobs.api.app import create_app

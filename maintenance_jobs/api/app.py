@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest, multiprocess
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from maintenance_jobs.api import schedulers, status
@@ -123,8 +123,13 @@ def _install_error_handlers(app: FastAPI) -> None:
 def create_app(settings: ApiSettings) -> FastAPI:
     state = ApiState(settings)
     metrics_registry = CollectorRegistry(auto_describe=False)
+    # Under `--workers N` every worker counts its own requests into PROMETHEUS_MULTIPROC_DIR and /metrics (served by
+    # any one worker) sums them; registering the counter itself would expose just the serving worker's share.
+    multiprocess_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     requests = Counter("maintenance_api_requests", "Requests served by the control API",
-                       ["method", "route", "status"], registry=metrics_registry)
+                       ["method", "route", "status"], registry=None if multiprocess_dir else metrics_registry)
+    if multiprocess_dir:
+        multiprocess.MultiProcessCollector(metrics_registry, path=multiprocess_dir)
     metrics_registry.register(StorageCollector(
         instance=lambda: state.instance,
         registry=lambda: state.registry,

@@ -31,6 +31,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _served(exposition: str, route: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(sample.value for family in text_string_to_metric_families(exposition)
+               if family.name == "maintenance_api_requests" for sample in family.samples
+               if sample.name.endswith("_total") and sample.labels.get("route") == route)
+
+
 @pytest.mark.parametrize("insecure", [False, True], ids=["api-key-file", "insecure-dev"])
 def test_two_workers_serve_with_the_command_line_settings(registry_url: str, pg_instance: dg.DagsterInstance,
                                                           dagster_database_url: str, tmp_path: Path,
@@ -58,8 +66,12 @@ def test_two_workers_serve_with_the_command_line_settings(registry_url: str, pg_
         assert keyed.status_code == 200
         assert anonymous.status_code == (200 if insecure else 401)
         pages = {httpx.get(f"http://127.0.0.1:{port}/executions", timeout=30,
-                           headers={"Authorization": f"Bearer {API_KEY}"}).status_code for _ in range(6)}
+                           headers={"Authorization": f"Bearer {API_KEY}"}).status_code for _ in range(12)}
         assert pages == {200}
+        # Whichever worker serves /metrics, it reports the requests of both workers.
+        counts = {_served(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text, "/executions")
+                  for _ in range(6)}
+        assert counts == {12.0}
     finally:
         api.terminate()
         api.wait(timeout=30)
