@@ -84,51 +84,82 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-async def _fetch(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, request: bytes) -> int:
-    """One keep-alive HTTP/1.1 exchange; returns the status code (the body is read and dropped)."""
-    writer.write(request)
-    await writer.drain()
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length:"))
-    await reader.readexactly(length)
-    return status
+class Connection:
+    """One keep-alive HTTP/1.1 connection sending the same GET: a minimal client on asyncio streams (httpx costs ~1 ms
+    of CPU per request, which on 2 cores would be taken from the server under test)."""
+
+    def __init__(self, base: str, path: str) -> None:
+        self.host, port = base.removeprefix("http://").split(":")
+        self.port = int(port)
+        self.request = f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {KEY}\r\n\r\n".encode()
+        self.latencies: list[float] = []
+        self.errors = 0
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def get(self) -> None:
+        """Send the request, read the whole answer, record its latency; a failure is counted and reconnects."""
+        began = time.perf_counter()
+        try:
+            if self._streams is None:
+                self._streams = await asyncio.open_connection(self.host, self.port)
+            reader, writer = self._streams
+            writer.write(self.request)
+            await writer.drain()
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length:"))
+            await reader.readexactly(length)
+            self.errors += int(head.split(b" ", 2)[1]) != 200
+        except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration):
+            self.errors += 1  # counted, not fatal: the next request reconnects
+            self.close()
+        self.latencies.append((time.perf_counter() - began) * 1000)
+
+    def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
+
+
+def _results(connections: list[Connection]) -> tuple[list[float], int]:
+    for connection in connections:
+        connection.close()
+    return [ms for c in connections for ms in c.latencies], sum(c.errors for c in connections)
 
 
 async def load(base: str, path: str, clients: int, total: int) -> tuple[list[float], float, int]:
-    """`clients` connections, each sending its next request as soon as the previous answer arrived (closed loop).
-
-    A minimal keep-alive HTTP/1.1 client on asyncio streams: httpx costs ~1 ms of CPU per request, which on 2 cores
-    would be taken from the server under test.
-    """
-    host, port = base.removeprefix("http://").split(":")
-    request = (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\n\r\n").encode()
-    latencies: list[float] = []
-    errors = 0
+    """`clients` connections, each sending its next request as soon as the previous answer arrived (closed loop)."""
+    connections = [Connection(base, path) for _ in range(clients)]
     remaining = total
 
-    async def worker() -> None:
-        nonlocal remaining, errors
-        reader, writer = await asyncio.open_connection(host, int(port))
-        try:
-            while remaining > 0:
-                remaining -= 1
-                began = time.perf_counter()
-                try:
-                    errors += await _fetch(reader, writer, request) != 200
-                except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration):
-                    errors += 1  # counted, not fatal: reconnect and go on
-                    writer.close()
-                    reader, writer = await asyncio.open_connection(host, int(port))
-                latencies.append((time.perf_counter() - began) * 1000)
-        finally:
-            writer.close()
+    async def worker(connection: Connection) -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            await connection.get()
 
     began = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(clients)))
+    await asyncio.gather(*(worker(c) for c in connections))
     elapsed = time.perf_counter() - began
+    latencies, errors = _results(connections)
     return latencies, len(latencies) / elapsed, errors
+
+
+async def paced(base: str, path: str, clients: int, interval: float, seconds: float) -> tuple[list[float], int]:
+    """`clients` connections, each sending one request every `interval` s (random phase): dashboards polling."""
+    connections = [Connection(base, path) for _ in range(clients)]
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+
+    async def worker(connection: Connection) -> None:
+        due = loop.time() + random.uniform(0, interval)
+        while due < end:
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            await connection.get()
+            due += interval
+
+    await asyncio.gather(*(worker(c) for c in connections))
+    return _results(connections)
 
 
 def main() -> int:
@@ -181,40 +212,6 @@ def main() -> int:
         print(f"| {cache:g} s | {workers} | `{label}` | {s50:.1f} ms | {s99:.1f} ms | {m50:.1f} ms | {m99:.1f} ms | {rps:.0f} "
               f"| {p50:.1f} ms | {p99:.1f} ms | {errors} |")
     return 0
-
-
-async def paced(base: str, path: str, clients: int, interval: float, seconds: float) -> tuple[list[float], int]:
-    """`clients` connections, each sending one request every `interval` s (random phase): dashboards polling."""
-    import random as _random
-
-    host, port = base.removeprefix("http://").split(":")
-    request = (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEY}\r\n\r\n").encode()
-    latencies: list[float] = []
-    errors = 0
-    loop = asyncio.get_running_loop()
-    end = loop.time() + seconds
-
-    async def worker() -> None:
-        nonlocal errors
-        reader, writer = await asyncio.open_connection(host, int(port))
-        due = loop.time() + _random.uniform(0, interval)
-        try:
-            while due < end:
-                await asyncio.sleep(max(0.0, due - loop.time()))
-                began = time.perf_counter()
-                try:
-                    errors += await _fetch(reader, writer, request) != 200
-                except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration):
-                    errors += 1
-                    writer.close()
-                    reader, writer = await asyncio.open_connection(host, int(port))
-                latencies.append((time.perf_counter() - began) * 1000)
-                due += interval
-        finally:
-            writer.close()
-
-    await asyncio.gather(*(worker() for _ in range(clients)))
-    return latencies, errors
 
 
 def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: int, cache: float) -> list[tuple]:

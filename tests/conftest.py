@@ -62,6 +62,11 @@ def dagster_database_url(postgres_server_url: str) -> Iterator[str]:
 @pytest.fixture
 def pg_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     """A Dagster instance on Postgres run/event/schedule storage, emptied before each test."""
+    yield from wiped_instance(dagster_database_url)
+
+
+def wiped_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
+    """A Dagster instance on the session's Postgres storage database, emptied first (for fixtures of any scope)."""
     overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.wipe()

@@ -6,8 +6,8 @@ import asyncio
 import logging
 import os
 import uuid
-from contextlib import asynccontextmanager
 from collections.abc import Callable
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 import dagster as dg
@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from maintenance_jobs.api import schedulers, status
 from maintenance_jobs.api.auth import ApiKeyMiddleware, add_security_scheme
 from maintenance_jobs.api.config import INSECURE_DEV_ENV, ApiSettings, settings_from_env
-from maintenance_jobs.api.deps import ApiState, api_state, instance, registry
+from maintenance_jobs.api.deps import ApiState, api_state, instance
 from maintenance_jobs.api.docs_page import add_docs_routes
 from maintenance_jobs.api.executions import (
     EXECUTION_STATUSES,

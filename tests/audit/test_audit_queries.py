@@ -13,6 +13,7 @@ from racing_orchestration.audit.queries import outcome_counts, recent_runs, retr
 from racing_orchestration.cli import main
 from racing_orchestration.run_outcome import Outcome, outcome_tags
 from tests.audit.run_factory import RunFactory, audit_flaky_job, audit_sample_job, audit_step_retry_job, partial_tags
+from tests.conftest import wiped_instance
 
 pytestmark = pytest.mark.integration
 S = dg.DagsterRunStatus
@@ -22,10 +23,7 @@ DAY = timedelta(hours=24)
 @pytest.fixture(scope="module")
 def audit_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     """One instance for the module: the tests only read, so the runs are created once."""
-    overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
-    with dg.instance_for_test(overrides=overrides) as instance:
-        instance.wipe()
-        yield instance
+    yield from wiped_instance(dagster_database_url)
 
 
 @pytest.fixture(scope="module")

@@ -198,15 +198,22 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
     assert any("next due at" in message for message in skips)
 
 
-@pytest.mark.integration
-def test_a_claimed_checkpoint_no_run_picked_up_is_requested_again(pg_instance, race_db, monkeypatch) -> None:
-    """Daemon crash between the claim and the launch: the same run key is requested again after LAUNCH_GAP."""
+def _nz_day(race_db, monkeypatch) -> tuple[Clock, list]:
+    """29 Nov's NZ races stored (06:00 NZDT scrape) and the sensors on a controllable clock; races by start time."""
     clock = Clock(dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.UTC))
     feed = SimFeed(SimFeedConfig(seed=7), now=clock)
     seed_day(feed, race_db, dt.date(2026, 11, 29), countries=("NZ",))
     monkeypatch.setattr(sensors, "sensor_now", clock)
-    race = min((r for m in feed.day(dt.date(2026, 11, 29)) if m.country == "NZ" for r in m.races),
-               key=lambda r: r.scheduled_start)
+    races = sorted((r for m in feed.day(dt.date(2026, 11, 29)) if m.country == "NZ" for r in m.races),
+                   key=lambda r: r.scheduled_start)
+    return clock, races
+
+
+@pytest.mark.integration
+def test_a_claimed_checkpoint_no_run_picked_up_is_requested_again(pg_instance, race_db, monkeypatch) -> None:
+    """Daemon crash between the claim and the launch: the same run key is requested again after LAUNCH_GAP."""
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
     sensor = sensors.CHECKPOINT_SENSORS["t15"]
     clock.now = race.scheduled_start - dt.timedelta(minutes=15)
     first = [r for r in _requests(_tick(sensor, pg_instance, race_db)) if r.tags["racing/race_id"] == race.race_id]
@@ -231,12 +238,7 @@ def test_a_claimed_checkpoint_no_run_picked_up_is_requested_again(pg_instance, r
 
 @pytest.mark.integration
 def test_after_an_outage_pre_race_is_taken_late_or_skipped_with_a_reason(pg_instance, race_db, monkeypatch) -> None:
-    clock = Clock(dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.UTC))
-    feed = SimFeed(SimFeedConfig(seed=7), now=clock)
-    seed_day(feed, race_db, dt.date(2026, 11, 29), countries=("NZ",))
-    monkeypatch.setattr(sensors, "sensor_now", clock)
-    races = sorted((r for m in feed.day(dt.date(2026, 11, 29)) if m.country == "NZ" for r in m.races),
-                   key=lambda r: r.scheduled_start)
+    clock, races = _nz_day(race_db, monkeypatch)
     target = races[3]
     # The daemon comes back 30 min after this race's T-60: T-60 is taken late, earlier started races are skipped.
     clock.now = target.scheduled_start - dt.timedelta(minutes=30)
