@@ -25,7 +25,7 @@ from racing_orchestration.race_db.queries import (  # noqa: F401  (re-exported: 
     races_for_day,
     races_starting_between,
 )
-from racing_orchestration.race_db.upsert import CHUNK_ROWS, dedupe_rows, require_aware, upsert_rows
+from racing_orchestration.race_db.upsert import dedupe_rows, require_aware, upsert_rows, written_rows
 
 if TYPE_CHECKING:
     from racing_orchestration.tab.client import ApiCall
@@ -267,10 +267,7 @@ def record_scrapes(conn: sa.Connection, calls: list[ApiCall], run_id: str | None
                 "run_id": run_id,
             }
         )
-    written = 0
-    for start in range(0, len(rows), CHUNK_ROWS):
-        stmt = pg_insert(schema.scrapes).values(rows[start : start + CHUNK_ROWS]).on_conflict_do_nothing(
-            index_elements=["call_key"]
-        )
-        written += conn.execute(stmt).rowcount
-    return written
+    if not rows:
+        return 0
+    stmt = pg_insert(schema.scrapes).on_conflict_do_nothing(index_elements=["call_key"])
+    return written_rows(conn, stmt.returning(schema.scrapes.c.call_key), rows)

@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from racing_orchestration.race_db.queries import race_row, races_for_day, races_starting_between, table_counts
+from racing_orchestration.race_db import upsert
 from racing_orchestration.race_db.store import UpsertCounts, upsert_meetings
 from racing_orchestration.tab.models import Meeting
 from tests.race_db.conftest import snapshot
@@ -120,3 +121,33 @@ def test_naive_bounds_and_unknown_race(engine: sa.Engine) -> None:
         assert race_row(conn, "no-such-race") is None
         with pytest.raises(ValueError, match="start must be timezone-aware"):
             races_starting_between(conn, dt.datetime(2025, 7, 17), dt.datetime(2025, 7, 18, tzinfo=dt.UTC))
+
+
+def test_changed_counts_add_up_over_insert_pages(
+    engine: sa.Engine, sample_meetings: list[Meeting], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows go out in pages of PAGE_ROWS (SQLAlchemy's insertmanyvalues); the counts must cover every page, not
+    # just the last one. 748 races in pages of 100 is 8 INSERTs.
+    monkeypatch.setattr(upsert, "PAGE_ROWS", 100)
+    race_inserts = []
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def count_race_inserts(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.startswith("INSERT INTO races"):
+            race_inserts.append(statement)
+
+    with engine.begin() as conn:
+        assert upsert_meetings(conn, sample_meetings).races_changed == 748
+    assert len(race_inserts) == 8
+    with engine.begin() as conn:
+        assert upsert_meetings(conn, sample_meetings).races_changed == 0
+    # One race in the first page and one in the last change: both are counted.
+    races = sorted((r for m in sample_meetings for r in m.races), key=lambda r: r.race_id)
+    changed_ids = {races[0].race_id, races[-1].race_id}
+    renamed = [
+        m.model_copy(update={"races": [r.model_copy(update={"name": "Renamed"}) if r.race_id in changed_ids else r
+                                       for r in m.races]})
+        for m in sample_meetings
+    ]
+    with engine.begin() as conn:
+        assert upsert_meetings(conn, renamed).races_changed == 2
