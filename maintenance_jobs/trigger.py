@@ -1,17 +1,15 @@
-"""Launching a task now, from any process that can reach the Dagster instance (e.g. the REST API).
+"""Launching a task now (the REST API's manual trigger), and the job origins tests use to create runs by hand.
 
-The run is created in the instance with the origin of the `maintenance_jobs` code location and submitted to the
-run coordinator, so it queues under the same priority and limit-of-5 rules as scheduled runs; the daemon launches it
-through the workspace's code server for that location.
+The run is launched through the Dagster webserver's GraphQL API (`webserver_client`): the webserver resolves the job in
+the `maintenance_jobs` code location, so the run carries that location's origin and image, and the instance's run
+coordinator queues it under the same priority and limit-of-5 rules as scheduled runs.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
 
-import dagster as dg
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.origin import JobPythonOrigin
 from dagster._core.remote_origin import (
@@ -23,18 +21,12 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
 from maintenance_jobs.models import Task
+from maintenance_jobs.webserver_client import DagsterWebserverClient
 
 LOCATION_NAME = "maintenance_jobs"
 DEFINITIONS_MODULE = "maintenance_jobs.definitions"
 # Definitions objects load as a repository of this name.
 REPOSITORY_NAME = "__repository__"
-
-
-@lru_cache(maxsize=1)
-def _definitions() -> dg.Definitions:
-    from maintenance_jobs.definitions import defs
-
-    return defs
 
 
 def job_origins(job_name: str, working_directory: str | None = None) -> tuple[RemoteJobOrigin, JobPythonOrigin]:
@@ -50,17 +42,13 @@ def job_origins(job_name: str, working_directory: str | None = None) -> tuple[Re
     return remote, python
 
 
-def trigger_task(instance: dg.DagsterInstance, task: Task, triggered_by: str = "manual") -> str:
-    """Queue a run of `task` now (tagged `triggered_by`) and return its run id."""
+def trigger_task(webserver: DagsterWebserverClient, task: Task, triggered_by: str = "manual") -> str:
+    """Queue a run of `task` now (tagged `triggered_by`) through the webserver and return its run id."""
     job, _ = job_and_op(task.executor)
-    job_def = _definitions().resolve_job_def(job.name)
-    remote, python = job_origins(job.name)
-    run = instance.create_run_for_job(
-        job_def,
+    return webserver.launch_run(
+        location_name=LOCATION_NAME,
+        repository_name=REPOSITORY_NAME,
+        job_name=job.name,
         run_config=run_config_for(task),
-        tags={**job_def.tags, **run_tags_for(task, triggered_by)},
-        remote_job_origin=remote,
-        job_code_origin=python,
+        tags=run_tags_for(task, triggered_by),
     )
-    instance.submit_run(run.run_id, workspace=None)
-    return run.run_id

@@ -81,3 +81,34 @@ def tab_samples_dir() -> Path:
 
 def server_url_for(database: str, server_url: str) -> str:
     return database_url(server_url, database)
+
+
+@pytest.fixture(scope="session")
+def dagster_webserver_url(dagster_database_url: str) -> Iterator[str]:
+    """A real Dagster webserver (GraphQL over HTTP) serving the maintenance location on the session's storage.
+
+    Its instance queues runs (QueuedRunCoordinator) and nothing dequeues them here: the control API's manual trigger
+    launches through it as it does in production, and tests that need the run executed dequeue it themselves.
+    """
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+    from dagster_webserver.app import create_app_from_workspace_process_context
+
+    from local_stack.stack import free_port
+    from tests.api.conftest import serve
+
+    overrides = {
+        "storage": {"postgres": {"postgres_url": dagster_database_url}},
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
+    }
+    target = ModuleTarget(module_name="maintenance_jobs.definitions", attribute=None,
+                          working_directory=str(REPO_ROOT), location_name="maintenance_jobs")
+    with dg.instance_for_test(overrides=overrides) as instance:
+        with WorkspaceProcessContext(instance, target) as context:
+            server, thread = serve(create_app_from_workspace_process_context(context), free_port())
+            port = server.servers[0].sockets[0].getsockname()[1]
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                server.should_exit = True
+                thread.join(timeout=10)

@@ -33,6 +33,7 @@ from maintenance_jobs.api.executions import (
 from maintenance_jobs.api.metrics import StorageCollector
 from maintenance_jobs.api.tasks import router as tasks_router
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
+from maintenance_jobs.webserver_client import LaunchRejected, WebserverUnavailable
 
 log = logging.getLogger("maintenance_jobs.api")
 StatusName = Annotated[str | None, Query(pattern="^(" + "|".join(EXECUTION_STATUSES) + ")$")]
@@ -95,6 +96,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TaskValidationError)
     async def invalid(_: Request, exc: TaskValidationError) -> JSONResponse:
         return _error(422, str(exc), field=exc.field)
+
+    @app.exception_handler(WebserverUnavailable)
+    async def webserver_down(_: Request, exc: WebserverUnavailable) -> JSONResponse:
+        return _error(503, f"cannot launch runs now: {exc}")
+
+    @app.exception_handler(LaunchRejected)
+    async def launch_rejected(_: Request, exc: LaunchRejected) -> JSONResponse:
+        return _error(502, f"the Dagster webserver refused the launch: {exc}")
 
     @app.exception_handler(CursorError)
     async def bad_cursor(_: Request, exc: CursorError) -> JSONResponse:

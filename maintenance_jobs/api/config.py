@@ -39,6 +39,9 @@ class ApiSettings:
     racing_database_url: str | None = None
     public_paths: frozenset[str] = DEFAULT_PUBLIC_PATHS
     dagster_ui_url: str = DEFAULT_DAGSTER_UI_URL
+    # Where this process reaches the webserver's GraphQL API to launch runs (manual triggers); None: dagster_ui_url.
+    # In compose the two differ: users reach 127.0.0.1:3000, the API reaches the `webserver` service.
+    dagster_webserver_url: str | None = None
     heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS
     # Read-only pages (/executions, /stats) are served from memory for this long (0: off); see response_cache.py.
     cache_seconds: float = 0.0
@@ -53,6 +56,11 @@ class ApiSettings:
             )
         if self.api_key is not None and len(self.api_key.strip()) < 8:
             raise ApiConfigError("the API key must be at least 8 characters")
+
+
+    @property
+    def webserver_url(self) -> str:
+        return self.dagster_webserver_url or self.dagster_ui_url
 
 
 def read_key_file(path: str | Path) -> str:
@@ -93,6 +101,7 @@ def settings_from_env(*, key_file: str | None = None, insecure_dev: bool = False
         racing_database_url=os.environ.get("RACING_DATABASE_URL") or None,
         public_paths=public_paths_from_env(),
         dagster_ui_url=(os.environ.get("DAGSTER_UI_URL") or DEFAULT_DAGSTER_UI_URL).rstrip("/"),
+        dagster_webserver_url=(os.environ.get("DAGSTER_WEBSERVER_URL") or "").rstrip("/") or None,
         heartbeat_max_age_seconds=_float_env("SCHEDULER_HEARTBEAT_MAX_AGE_SECONDS", DEFAULT_HEARTBEAT_MAX_AGE_SECONDS),
         cache_seconds=_float_env("MAINTENANCE_API_CACHE_SECONDS", DEFAULT_CACHE_SECONDS),
     )

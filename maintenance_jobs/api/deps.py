@@ -13,6 +13,7 @@ from local_stack.embedded_postgres import psycopg2_url
 from maintenance_jobs.api.config import ApiSettings
 from maintenance_jobs.api.response_cache import ResponseCache
 from maintenance_jobs.seed import prepare_registry
+from maintenance_jobs.webserver_client import DagsterWebserverClient
 
 
 class ApiState:
@@ -45,6 +46,10 @@ class ApiState:
                     prepare_registry(self.settings.registry_url)
                     self._registry_prepared = True
         return self.registry
+
+    @cached_property
+    def webserver(self) -> DagsterWebserverClient:
+        return DagsterWebserverClient(self.settings.webserver_url)
 
     @property
     def instance(self) -> dg.DagsterInstance:

@@ -16,7 +16,6 @@ from maintenance_jobs.trigger import trigger_task
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 Registry = Annotated[sa.Engine, Depends(registry)]
-Instance = Annotated[dg.DagsterInstance, Depends(instance)]
 State = Annotated[ApiState, Depends(api_state)]
 
 # Every writable field optional: a PUT changes only what it sends (the registry re-validates the merged row).
@@ -88,9 +87,9 @@ def delete_task(task_name: str, engine: Registry, state: State):
 
 
 @router.post("/{task_name}/trigger", response_model=Triggered, summary="Queue a run of the task now")
-def trigger(task_name: str, engine: Registry, dagster: Instance, state: State):
+def trigger(task_name: str, engine: Registry, state: State):
     task = tasks_registry.get_task(engine, task_name)
-    run_id = trigger_task(dagster, task, triggered_by="manual")
+    run_id = trigger_task(state.webserver, task, triggered_by="manual")
     state.responses.clear()  # the new run must be in this client's next /executions page
     return Triggered(
         run_id=run_id,

@@ -64,9 +64,9 @@ def registry_url(fresh_database_url: str) -> str:
 
 
 @pytest.fixture
-def api_settings(registry_url: str, pg_instance: dg.DagsterInstance) -> ApiSettings:
+def api_settings(registry_url: str, pg_instance: dg.DagsterInstance, dagster_webserver_url: str) -> ApiSettings:
     return ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: pg_instance,
-                       dagster_ui_url="http://dagster.test")
+                       dagster_ui_url="http://dagster.test", dagster_webserver_url=dagster_webserver_url)
 
 
 @pytest.fixture

@@ -117,7 +117,7 @@ def test_metrics_match_the_runs_created(api: RunningApi) -> None:
         record.end_time)
     age = value(found, "orchestration_daemon_heartbeat_age_seconds", daemon_type="SENSOR")
     assert 12 <= age < 60
-    assert value(found, "maintenance_tasks_enabled") == 5  # 4 seeded + 1
+    assert value(found, "maintenance_tasks_enabled") == 4  # 3 of the 4 seeded (the example is disabled) + 1
     assert value(found, "maintenance_concurrent_limit") == 5
     assert value(found, "maintenance_api_metrics_errors", source="tab_requests") == 0  # no race DB configured
     assert value(found, "maintenance_api_requests_total", method="GET", route="/metrics", status="200") is None
@@ -171,9 +171,9 @@ def test_stats_counts_maintenance_runs_of_the_last_24h(api: RunningApi) -> None:
                         tags={**kind, "maintenance/status": "timeout"})
     create_run_for_test(instance, job_name="morning_scrape", status=S.FAILURE, tags={"orchestration/kind": "racing"})
     with api.client() as client:
-        client.put("/tasks/test_example_task", json={"enabled": False})
+        client.put("/tasks/sync_ollama_docs_monthly", json={"enabled": False})
         stats = client.get("/stats").json()
-    assert stats["tasks_enabled"] == 3 and stats["tasks_currently_running"] == 1
+    assert stats["tasks_enabled"] == 2 and stats["tasks_currently_running"] == 1
     assert stats["concurrent_limit"] == 5 and stats["scheduler_running"] is False
     assert stats["execution_stats_24h"] == {"pending": 0, "running": 1, "success": 2, "failed": 1, "canceled": 0,
                                             "timeout": 1}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dagster as dg
+import httpx
 import pytest
 
 from maintenance_jobs.api.app import create_app
@@ -147,3 +148,26 @@ def test_health_is_200_with_daemon_heartbeat_ages(api: RunningApi) -> None:
     assert 4 <= body["daemon_heartbeat_age_seconds"]["SENSOR"] < 60
     stats = api.client().get("/stats").json()
     assert stats["scheduler_running"] is True and stats["concurrent_limit"] == 5
+
+
+def test_trigger_without_a_reachable_webserver_is_503_and_launches_nothing(api_settings, pg_instance) -> None:
+    import dataclasses
+
+    from local_stack.stack import free_port
+    from maintenance_jobs.api.app import create_app
+    from tests.api.conftest import serve
+
+    settings = dataclasses.replace(api_settings, dagster_webserver_url=f"http://127.0.0.1:{free_port()}")
+    server, thread = serve(create_app(settings), free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {API_KEY}"},
+                          timeout=30) as client:
+            assert client.post("/tasks", json=task_body("pinger")).status_code == 201
+            answer = client.post("/tasks/pinger/trigger")
+            assert answer.status_code == 503
+            assert "cannot launch runs now" in answer.json()["detail"]
+        assert pg_instance.get_runs() == []
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -21,6 +21,7 @@ from maintenance_jobs.resources import MaintenanceRegistryResource
 from maintenance_jobs.sensors import record_finished_run
 from maintenance_jobs.tags import TAG_OUTPUT, TAG_STATUS, TAG_TRIGGERED_BY
 from maintenance_jobs.trigger import job_origins, trigger_task
+from maintenance_jobs.webserver_client import DagsterWebserverClient
 from tests.maintenance_jobs.conftest import task_data
 
 pytestmark = pytest.mark.integration
@@ -117,13 +118,14 @@ def test_five_maintenance_runs_start_by_priority_and_racing_is_never_queued_behi
 
 
 def test_manual_trigger_runs_for_real_through_the_code_location(
-    dagster_database_url: str, registry_resource: MaintenanceRegistryResource
+    dagster_database_url: str, dagster_webserver_url: str, registry_resource: MaintenanceRegistryResource
 ) -> None:
     engine = registry_resource.engine()
     stored = create_task(engine, task_data("manual_ping", config={"message": "pong", "delay_seconds": 0}))
     with queued_instance(dagster_database_url) as instance:
         instance.wipe()
-        run_id = trigger_task(instance, stored)
+        # Through the webserver's GraphQL API, as the control API does: the run gets the location's own origin.
+        run_id = trigger_task(DagsterWebserverClient(dagster_webserver_url), stored)
         run = instance.get_run_by_id(run_id)
         assert run.status == dg.DagsterRunStatus.QUEUED
         assert run.tags[TAG_TRIGGERED_BY] == "manual" and run.tags["orchestration/kind"] == "maintenance"
