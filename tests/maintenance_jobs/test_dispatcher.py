@@ -15,6 +15,7 @@ from dagster._daemon.monitoring.run_monitoring import check_run_timeout
 from maintenance_jobs.jobs import example_executor_job
 from maintenance_jobs.registry import create_task, get_task, update_task
 from maintenance_jobs.resources import MaintenanceRegistryResource
+from maintenance_jobs.seed import prepare_registry
 from maintenance_jobs.sensors import (
     classify_run_end,
     dispatch_tick,
@@ -36,8 +37,23 @@ def keys(tick) -> list[str]:
     return [r.run_key for r in tick.result.run_requests]
 
 
-def test_first_tick_launches_seed_tasks_due_now_by_priority(registry_resource: MaintenanceRegistryResource) -> None:
+@pytest.fixture
+def example_enabled(registry_resource: MaintenanceRegistryResource) -> MaintenanceRegistryResource:
+    """The seeded registry with the every-minute example task switched on, as an operator trying the scheduler would."""
+    prepare_registry(registry_resource.database_url)
+    update_task(registry_resource.engine(), "test_example_task", {"enabled": True})
+    return registry_resource
+
+
+def test_a_fresh_registry_starts_no_run_a_minute(registry_resource: MaintenanceRegistryResource) -> None:
     tick = dispatch_tick(registry_resource, None, NOW)  # the first tick also migrates and seeds
+    assert keys(tick) == ["backup_docker_configs_daily:2025-06-03T03:05+12:00"]
+    later = dispatch_tick(registry_resource, tick.result.cursor, NOW + dt.timedelta(minutes=1))
+    assert later.result.run_requests == [] and "no task due" in later.result.skip_reason.skip_message
+
+
+def test_first_tick_launches_seed_tasks_due_now_by_priority(example_enabled: MaintenanceRegistryResource) -> None:
+    tick = dispatch_tick(example_enabled, None, NOW)
     requests = tick.result.run_requests
     assert keys(tick) == [
         "backup_docker_configs_daily:2025-06-03T03:05+12:00",
@@ -67,14 +83,14 @@ def test_first_tick_launches_seed_tasks_due_now_by_priority(registry_resource: M
             assert dg.validate_run_config(job, request.run_config)
 
 
-def test_no_minute_missed_or_repeated_across_ticks_and_restarts(registry_resource: MaintenanceRegistryResource) -> None:
+def test_no_minute_missed_or_repeated_across_ticks_and_restarts(example_enabled: MaintenanceRegistryResource) -> None:
     launched: list[str] = []
     cursor = None
     # Ticks at irregular moments: twice in one minute, a gap of 3 minutes (a restart), then regular again.
     for moment in ["15:05:20", "15:05:50", "15:06:05", "15:09:40", "15:10:41", "15:11:39"]:
         now = dt.datetime.combine(NOW.date(), dt.time.fromisoformat(moment), UTC)
         # A fresh resource each time stands in for a restarted code server; only the cursor carries over.
-        registry = MaintenanceRegistryResource(database_url=registry_resource.database_url, timezone="Pacific/Auckland")
+        registry = MaintenanceRegistryResource(database_url=example_enabled.database_url, timezone="Pacific/Auckland")
         tick = dispatch_tick(registry, cursor, now)
         cursor = tick.result.cursor
         launched += [k for k in keys(tick) if k.startswith("test_example_task:")]
@@ -82,9 +98,9 @@ def test_no_minute_missed_or_repeated_across_ticks_and_restarts(registry_resourc
     assert minutes == [f"2025-06-03T03:{m:02d}+12:00" for m in range(5, 12)]
 
 
-def test_catch_up_is_bounded_and_reported(registry_resource: MaintenanceRegistryResource) -> None:
+def test_catch_up_is_bounded_and_reported(example_enabled: MaintenanceRegistryResource) -> None:
     three_hours_ago = (NOW - dt.timedelta(hours=3)).replace(second=0).isoformat()
-    tick = dispatch_tick(registry_resource, three_hours_ago, NOW)
+    tick = dispatch_tick(example_enabled, three_hours_ago, NOW)
     example = [k for k in keys(tick) if k.startswith("test_example_task:")]
     assert len(example) == 60 and example[-1].endswith("03:05+12:00") and example[0].endswith("02:06+12:00")
     assert tick.catch_up_notice and "120 older minutes" in tick.catch_up_notice
@@ -103,13 +119,13 @@ def test_registry_changes_apply_on_the_next_tick(registry_resource: MaintenanceR
     assert quiet.result.run_requests == [] and "no task due" in quiet.result.skip_reason.skip_message
 
 
-def test_sensor_definition_evaluates_against_the_registry(registry_resource: MaintenanceRegistryResource) -> None:
+def test_sensor_definition_evaluates_against_the_registry(example_enabled: MaintenanceRegistryResource) -> None:
     with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance, resources={"maintenance_registry": registry_resource})
+        context = dg.build_sensor_context(instance=instance, resources={"maintenance_registry": example_enabled})
         first = maintenance_dispatcher.evaluate_tick(context)
         assert [r.tags["maintenance/task"] for r in first.run_requests][-1] == "test_example_task"
         context = dg.build_sensor_context(
-            instance=instance, cursor=first.cursor, resources={"maintenance_registry": registry_resource}
+            instance=instance, cursor=first.cursor, resources={"maintenance_registry": example_enabled}
         )
         again = maintenance_dispatcher.evaluate_tick(context)
     now_minute = dt.datetime.now(UTC).replace(second=0, microsecond=0)

@@ -58,11 +58,14 @@ def test_seeding_happens_once_and_respects_operator_edits(registry_engine: sa.En
     fastapi = get_task(registry_engine, "sync_fastapi_docs_monthly")
     assert (fastapi.day_of_month, fastapi.hour, fastapi.minute, fastapi.priority) == (11, 4, 0, 60)
     assert get_task(registry_engine, "sync_ollama_docs_monthly").day_of_month == 12
-    # The operator disables one task and deletes another; a restart must not undo either.
-    update_task(registry_engine, "test_example_task", {"enabled": False})
+    # The every-minute example is seeded disabled (a fresh install starts no run a minute); the rest enabled.
+    assert get_task(registry_engine, "test_example_task").enabled is False
+    assert backup.enabled and fastapi.enabled
+    # The operator enables one task and deletes another; a restart must not undo either.
+    update_task(registry_engine, "test_example_task", {"enabled": True})
     delete_task(registry_engine, "sync_ollama_docs_monthly")
     assert seed_registry(registry_engine) == []
-    assert get_task(registry_engine, "test_example_task").enabled is False
+    assert get_task(registry_engine, "test_example_task").enabled is True
     with pytest.raises(TaskNotFound):
         get_task(registry_engine, "sync_ollama_docs_monthly")
 
