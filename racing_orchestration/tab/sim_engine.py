@@ -37,6 +37,9 @@ class SimFeedConfig:
     retry_after_seconds: int = 1
     timeout_fault_seconds: float = 30.0  # a "timeout" holds the request this long, then drops the connection
     latency_ms: float = 0.0
+    # Added to /events/{id} requests only (odds and results): keeps a checkpoint run mid-request for this long, so a
+    # test can kill its worker there without slowing the morning scrape.
+    events_latency_ms: float = 0.0
 
 
 @dataclass
@@ -193,6 +196,8 @@ class SimFeed:
                 self._peers.add(peer)
         response = self._fault(self.draw_fault(), target) or self._api(method, parts, query, target)
         response.hold_seconds += self.config.latency_ms / 1000
+        if endpoint == "/events/{id}":
+            response.hold_seconds += self.config.events_latency_ms / 1000
         self.count(f"status:{response.status if not response.drop else 'dropped'}")
         return response
 

@@ -20,13 +20,14 @@ def test_arguments_become_the_feed_config() -> None:
     args = build_parser().parse_args([
         "sim", "--seed", "9", "--speed", "60", "--clock-offset", "-3600", "--dense-every", "0.5", "--latency-ms", "100",
         "--fault-5xx", "0.1", "--fault-timeout", "0.02", "--fault-malformed", "0.03", "--fault-429", "0.05",
-        "--interim-after", "60", "--final-after", "300",
+        "--interim-after", "60", "--final-after", "300", "--events-latency-ms", "7000",
     ])
     config = config_from_args(args)
     assert (config.seed, config.speed, config.clock_offset_seconds, config.dense_every_minutes) == (9, 60, -3600, 0.5)
     assert (config.error_5xx_rate, config.timeout_rate, config.malformed_rate, config.rate_limit_rate) == (
         0.1, 0.02, 0.03, 0.05)
     assert (config.latency_ms, config.interim_after_seconds, config.final_after_seconds) == (100, 60, 300)
+    assert config.events_latency_ms == 7000
     assert args.port == 8765 and args.host == "127.0.0.1"
 
 

@@ -271,3 +271,11 @@ def test_stats_count_per_endpoint_and_reset() -> None:
     assert feed.handle("POST", "/_sim/faults", {}, b'["nope"]').status == 400
     assert feed.handle("GET", f"{PREFIX}/meetings", {}).status == 503
     assert feed.handle("GET", "/_sim/unknown", {}).status == 404
+
+
+def test_events_latency_slows_only_the_events_endpoint() -> None:
+    feed = SimFeed(SimFeedConfig(latency_ms=100, events_latency_ms=7000), now=FakeClock())
+    meetings = feed.handle("GET", f"{PREFIX}/meetings?category=T", {})
+    assert meetings.hold_seconds == pytest.approx(0.1)
+    race_id = parse_meetings_response(json.loads(meetings.body))[0].races[0].race_id
+    assert feed.handle("GET", f"{PREFIX}/events/{race_id}", {}).hold_seconds == pytest.approx(7.1)
