@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-unit bench clean
+.PHONY: install run test test-unit test-live bench clean
 
 install: $(STAMP)
 
@@ -20,6 +20,11 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)
+
+# The compose deployment on a real Docker engine (part of `make test` too); needs docker.io and debootstrap, and root
+# to start dockerd when no engine is running.
+test-live: install
+	$(BIN)/python -m pytest -m production -s $(PYTEST_ARGS)
 
 test-unit: install
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

