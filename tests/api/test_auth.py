@@ -40,14 +40,15 @@ PUBLIC = [r for r in ROUTES if r[1] in DEFAULT_PUBLIC_PATHS]
 
 
 @pytest.fixture(scope="module")
-def shared_api(postgres_server_url: str, dagster_database_url: str) -> Iterator[RunningApi]:
+def shared_api(postgres_server_url: str, dagster_database_url: str, dagster_webserver_url: str) -> Iterator[RunningApi]:
     name = f"auth_{uuid.uuid4().hex[:10]}"
     registry_url = ensure_database(postgres_server_url, name)
     upgrade(registry_url)
     overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.wipe()
-        settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: instance)
+        settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: instance,
+                               dagster_webserver_url=dagster_webserver_url)
         app = create_app(settings)
         server, thread = serve(app, free_port())
         port = server.servers[0].sockets[0].getsockname()[1]

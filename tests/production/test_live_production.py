@@ -9,6 +9,7 @@ no Docker engine and no way to start one, it is reported as skipped with the rea
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import subprocess
@@ -95,6 +96,8 @@ def stack():
         engine.stop()
         live.timings["total"] = round(time.monotonic() - started, 1)
         print(f"\nlive production test timings (s): {live.timings}")
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "live-production-timings.json").write_text(json.dumps(live.timings, indent=2) + "\n")
         shutil.rmtree(work_dir, ignore_errors=True)
 
 
