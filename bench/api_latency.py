@@ -2,7 +2,7 @@
 
 Builds an embedded Postgres with 100,000 runs (10% maintenance-tagged, created over 30 days) inserted in bulk
 through Dagster's run tables (`RunsTable`/`RunTagsTable`, the same rows `instance.add_run` writes, minus one
-round trip per run), serves `python -m maintenance_jobs.api` in its own process, and measures p50/p99 latency and
+round trip per run), serves `python -m control_api` in its own process, and measures p50/p99 latency and
 throughput of `GET /executions?limit=20`, a status-filtered page, a deep page (cursor) and `GET /stats`.
 
     .venv/bin/python bench/api_latency.py [--runs 100000] [--clients 50] [--requests 1500] [--workers 1 2]
@@ -223,7 +223,7 @@ def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: in
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "MAINTENANCE_DATABASE_URL": registry_url,
            "SCHEDULER_API_KEY": KEY, "MAINTENANCE_API_CACHE_SECONDS": str(cache)}
-    api = subprocess.Popen([sys.executable, "-m", "maintenance_jobs.api", "--port", str(port), "--log-level",
+    api = subprocess.Popen([sys.executable, "-m", "control_api", "--port", str(port), "--log-level",
                             "warning", "--workers", str(workers)], env=env, cwd=Path(__file__).resolve().parent.parent)
     base = f"http://127.0.0.1:{port}"
     rows = []

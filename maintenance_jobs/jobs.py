@@ -17,7 +17,7 @@ from maintenance_jobs.executors.scrub import scrub
 from maintenance_jobs.resources import GiteaResource
 from maintenance_jobs.settings import MaintenanceSettings
 from maintenance_jobs.tags import MAX_TAG_CHARS, TAG_OUTPUT, TAG_TASK, TAG_TRIGGERED_BY
-from racing_orchestration.run_outcome import KIND_MAINTENANCE, TAG_KIND, Outcome, record_outcome
+from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND, Outcome, record_outcome
 
 # Job-level tag: even a run launched by hand from the UI counts against the limit of 5 maintenance runs.
 JOB_TAGS = {TAG_KIND: KIND_MAINTENANCE}

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from racing_orchestration.settings import racing_timezone
+from orchestration_core.settings import racing_timezone
 
 DEFAULT_PLUGIN_PACKAGE = "maintenance_jobs.plugins"
 PLUGIN_ENTRY_POINT_GROUP = "maintenance_jobs.executors"

@@ -21,7 +21,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
 from maintenance_jobs.models import Task
-from maintenance_jobs.webserver_client import DagsterWebserverClient
+from orchestration_core.dagster_webserver import DagsterWebserverClient
 
 LOCATION_NAME = "maintenance_jobs"
 DEFINITIONS_MODULE = "maintenance_jobs.definitions"

@@ -2,13 +2,13 @@
 
 import dagster as dg
 
-from racing_orchestration.audit.alerts import (
+from orchestration_core.audit.alerts import (
     alert_webhook_from_env,
     partial_outcome_alert,
     run_failure_alert,
     scheduled_job_freshness,
 )
-from racing_orchestration.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
+from orchestration_core.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
 from racing_orchestration.checkpoints.jobs import post_race_t5, pre_race_t15, pre_race_t60
 from racing_orchestration.checkpoints.movers import market_movers
 from racing_orchestration.checkpoints.sensors import post_race_t5_sensor, pre_race_t15_sensor, pre_race_t60_sensor

@@ -95,7 +95,7 @@ def dagster_webserver_url(dagster_database_url: str) -> Iterator[str]:
     from dagster_webserver.app import create_app_from_workspace_process_context
 
     from local_stack.stack import free_port
-    from tests.api.conftest import serve
+    from tests.control_api.conftest import serve
 
     overrides = {
         "storage": {"postgres": {"postgres_url": dagster_database_url}},

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from local_stack.embedded_postgres import psycopg2_url
+from orchestration_core.postgres import psycopg2_url
 
 
 @lru_cache(maxsize=8)

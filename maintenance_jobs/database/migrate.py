@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-from local_stack.embedded_postgres import psycopg2_url
+from orchestration_core.postgres import psycopg2_url
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Our own version table: the registry may share a database with other Alembic-managed schemas.

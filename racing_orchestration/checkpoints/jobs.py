@@ -32,7 +32,7 @@ from racing_orchestration.race_db.store import (
     store_results,
     upsert_event,
 )
-from racing_orchestration.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
+from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
 from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError
 from racing_orchestration.tab.models import TabPayloadError, status_is
 

@@ -8,7 +8,7 @@ import dagster as dg
 from racing_orchestration.checkpoints.fetch import TAG_CHECKPOINT, TAG_RACE_ID, TAG_TRIGGERED_BY
 from racing_orchestration.checkpoints.jobs import checkpoint_run_config
 from racing_orchestration.checkpoints.windows import checkpoint_spec
-from racing_orchestration.run_outcome import outcome_of
+from orchestration_core.run_outcome import outcome_of
 
 
 def resolved_checkpoint_job(job_name: str) -> dg.JobDefinition:

@@ -8,7 +8,7 @@ import sys
 
 from tabulate import tabulate
 
-from racing_orchestration.audit.queries import (
+from orchestration_core.audit.queries import (
     outcome_counts,
     parse_window,
     recent_runs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from racing_orchestration.audit.cleanup import DEFAULT_BATCH_SIZE, DEFAULT_OLDER_THAN_DAYS
+from orchestration_core.audit.cleanup import DEFAULT_BATCH_SIZE, DEFAULT_OLDER_THAN_DAYS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def _positive_int(text: str) -> int:
 def run_cleanup(args: argparse.Namespace, instance=None) -> int:
     import dagster as dg
 
-    from racing_orchestration.audit.jobs import cleanup_job_runs
+    from orchestration_core.audit.jobs import cleanup_job_runs
 
     instance = instance or dg.DagsterInstance.get()  # needs DAGSTER_HOME
     config = {"older_than_days": args.older_than_days, "dry_run": args.dry_run, "batch_size": args.batch_size}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
-from racing_orchestration.run_outcome import Outcome, classify_outcome
+from orchestration_core.run_outcome import Outcome, classify_outcome
 
 DEFAULT_CATEGORIES = ("T", "H", "G")
 DEFAULT_COUNTRIES = ("NZ", "AUS")

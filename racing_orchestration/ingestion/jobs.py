@@ -17,8 +17,8 @@ from racing_orchestration.ingestion.combinations import (
 )
 from racing_orchestration.ingestion.scrape import scrape_combination_once
 from racing_orchestration.race_db.resource import RaceDatabase
-from racing_orchestration.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
-from racing_orchestration.settings import racing_timezone
+from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
+from orchestration_core.settings import racing_timezone
 from racing_orchestration.tab.client import TabApiError, TabClient
 from racing_orchestration.tab.models import TabPayloadError
 from racing_orchestration.threaded_executor import threadpool_executor

@@ -13,7 +13,7 @@ from racing_orchestration.ingestion.combinations import (
 )
 from racing_orchestration.ingestion.scrape import scrape_combination_once
 from racing_orchestration.race_db.resource import RaceDatabase
-from racing_orchestration.settings import racing_timezone
+from orchestration_core.settings import racing_timezone
 from racing_orchestration.tab.client import TabClient
 
 # end_offset=1: tomorrow's card is published today, and the morning scrape stores it too.

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import dagster as dg
 
 from racing_orchestration.ingestion.combinations import CombinationResult
-from racing_orchestration.run_outcome import outcome_of
+from orchestration_core.run_outcome import outcome_of
 
 
 def resolved_morning_scrape() -> dg.JobDefinition:

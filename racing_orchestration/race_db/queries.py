@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import sqlalchemy as sa
 
 from racing_orchestration.race_db import schema
-from racing_orchestration.settings import racing_timezone
+from orchestration_core.settings import racing_timezone
 
 # Races past these statuses need no pre-race checkpoint: they are run (Interim/Final) or will not be (Abandoned).
 FINISHED_STATUSES: tuple[str, ...] = ("Interim", "Final", "Abandoned")

@@ -14,12 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from local_stack.embedded_postgres import drop_database, ensure_database
 from local_stack.stack import free_port
-from maintenance_jobs.api.app import create_app
-from maintenance_jobs.api.config import ApiSettings
+from control_api.app import create_app
+from control_api.config import ApiSettings
 from maintenance_jobs.database.migrate import upgrade
 from racing_orchestration.race_db.migrations import upgrade as upgrade_race_database
-from racing_orchestration.run_outcome import Outcome, record_outcome
-from tests.api.conftest import serve
+from orchestration_core.run_outcome import Outcome, record_outcome
+from tests.control_api.conftest import serve
 from tests.deploy.compose_model import REPO_ROOT
 from tests.deploy.exported_metrics import series_names
 from tests.deploy.promql import metric_names

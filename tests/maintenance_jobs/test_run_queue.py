@@ -21,7 +21,7 @@ from maintenance_jobs.resources import MaintenanceRegistryResource
 from maintenance_jobs.sensors import record_finished_run
 from maintenance_jobs.tags import TAG_OUTPUT, TAG_STATUS, TAG_TRIGGERED_BY
 from maintenance_jobs.trigger import job_origins, trigger_task
-from maintenance_jobs.webserver_client import DagsterWebserverClient
+from orchestration_core.dagster_webserver import DagsterWebserverClient
 from tests.maintenance_jobs.conftest import task_data
 
 pytestmark = pytest.mark.integration

@@ -1,0 +1,252 @@
+"""The FastAPI app: routes, API-key middleware, error mapping (no stack traces out) and the metrics registry."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import Callable
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+import dagster as dg
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest, multiprocess
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from control_api import schedulers, status
+from control_api.auth import ApiKeyMiddleware, add_security_scheme
+from control_api.config import INSECURE_DEV_ENV, ApiSettings, settings_from_env
+from control_api.deps import ApiState, api_state, instance
+from control_api.docs_page import add_docs_routes
+from control_api.executions import (
+    EXECUTION_STATUSES,
+    CursorError,
+    ExecutionPage,
+    ExecutionQuery,
+    list_executions,
+)
+from control_api.metrics import StorageCollector
+from control_api.tasks import router as tasks_router
+from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
+from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
+
+log = logging.getLogger("control_api")
+StatusName = Annotated[str | None, Query(pattern="^(" + "|".join(EXECUTION_STATUSES) + ")$")]
+
+
+class RequestCounter:
+    """Counts every response (401s included) by method, route template and status."""
+
+    def __init__(self, app: ASGIApp, counter: Counter) -> None:
+        self.app = app
+        self.counter = counter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status_code = 500
+
+        async def remember(message: Message) -> None:
+            nonlocal status_code
+            if message["type"] == "http.response.start":
+                status_code = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, remember)
+        finally:
+            route = scope.get("route")
+            # Route templates, never raw paths: task names must not become label values.
+            self.counter.labels(scope["method"], getattr(route, "path", "unmatched"), str(status_code)).inc()
+
+
+class RejectNulInUrl:
+    """Postgres text cannot hold NUL: a %00 in the path or query is a client error (400), not a driver crash."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and ("\x00" in scope["path"] or b"%00" in scope["query_string"]):
+            response = _error(400, "NUL characters are not allowed in the URL", field="url")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _error(status_code: int, detail: str, **extra: str) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=status_code)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(TaskNotFound)
+    async def not_found(_: Request, exc: TaskNotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(DuplicateTask)
+    async def duplicate(_: Request, exc: DuplicateTask) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(TaskValidationError)
+    async def invalid(_: Request, exc: TaskValidationError) -> JSONResponse:
+        return _error(422, str(exc), field=exc.field)
+
+    @app.exception_handler(WebserverUnavailable)
+    async def webserver_down(_: Request, exc: WebserverUnavailable) -> JSONResponse:
+        return _error(503, f"cannot launch runs now: {exc}")
+
+    @app.exception_handler(LaunchRejected)
+    async def launch_rejected(_: Request, exc: LaunchRejected) -> JSONResponse:
+        return _error(502, f"the Dagster webserver refused the launch: {exc}")
+
+    @app.exception_handler(CursorError)
+    async def bad_cursor(_: Request, exc: CursorError) -> JSONResponse:
+        return _error(400, str(exc), field="cursor")
+
+    @app.exception_handler(sa.exc.DataError)
+    async def rejected_value(request: Request, exc: sa.exc.DataError) -> JSONResponse:
+        # Backstop: input validation should have caught it, but a value the database refuses is still bad input.
+        log.warning("value rejected by the database on %s %s: %s", request.method, request.url.path, exc.orig)
+        return _error(422, "a value was rejected by the database (e.g. out of range or an invalid character)")
+
+    @app.exception_handler(sa.exc.OperationalError)
+    async def database_down(request: Request, exc: sa.exc.OperationalError) -> JSONResponse:
+        error_id = uuid.uuid4().hex[:12]
+        log.error("error %s: database unavailable on %s %s: %s", error_id, request.method, request.url.path, exc)
+        return _error(503, "database unavailable, try again later", error_id=error_id)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        # The trace goes to the log under an id; the client gets the id only (no trace, no URLs, no secrets).
+        error_id = uuid.uuid4().hex[:12]
+        log.exception("error %s on %s %s", error_id, request.method, request.url.path, exc_info=exc)
+        return _error(500, "internal error", error_id=error_id)
+
+
+def create_app(settings: ApiSettings) -> FastAPI:
+    state = ApiState(settings)
+    metrics_registry = CollectorRegistry(auto_describe=False)
+    # Under `--workers N` every worker counts its own requests into PROMETHEUS_MULTIPROC_DIR and /metrics (served by
+    # any one worker) sums them; registering the counter itself would expose just the serving worker's share.
+    multiprocess_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    requests = Counter("maintenance_api_requests", "Requests served by the control API",
+                       ["method", "route", "status"], registry=None if multiprocess_dir else metrics_registry)
+    if multiprocess_dir:
+        multiprocess.MultiProcessCollector(metrics_registry, path=multiprocess_dir)
+    metrics_registry.register(StorageCollector(
+        instance=lambda: state.instance,
+        registry=lambda: state.registry,
+        racing=lambda: _racing_engine(state),
+    ))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        state.close()
+
+    app = FastAPI(
+        title="Maintenance control API",
+        version="1.0.0",
+        description="The maintenance scheduler's REST API over the task registry and the Dagster instance.",
+        lifespan=lifespan,
+        redoc_url=None,  # one docs page (/docs) is enough surface
+        docs_url=None,  # served by add_docs_routes with local assets
+    )
+    add_docs_routes(app, app.title)
+    app.state.api = state
+    _install_error_handlers(app)
+    app.include_router(tasks_router)
+
+    @app.get("/executions", response_model=ExecutionPage, tags=["executions"])
+    async def executions(
+        task_name: Annotated[str | None, Query(max_length=200)] = None,
+        status_: Annotated[StatusName, Query(alias="status")] = None,
+        service: Annotated[str | None, Query(max_length=100)] = None,
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+        cursor: Annotated[str | None, Query(max_length=300, description="next_cursor of the previous page")] = None,
+    ):
+        query = ExecutionQuery(task_name=task_name, service=service, status=status_, limit=limit, cursor=cursor)
+        # Serialised once (FastAPI does not validate the built page again) and cached briefly.
+        return await cached(("executions", query), lambda: list_executions(
+            state.instance, query, settings.dagster_ui_url).model_dump_json())
+
+    @app.get("/stats", response_model=status.Stats, tags=["status"])
+    async def stats():
+        return await cached(("stats",), lambda: status.stats(
+            state.instance, state.prepared_registry(), settings.heartbeat_max_age_seconds).model_dump_json())
+
+    async def cached(key: tuple, compute: Callable[[], str | bytes]) -> Response:
+        # A usable page is answered on the event loop (an ageing one also starts one refresh in a worker thread);
+        # building a missing one (blocking database reads, one flight per key) runs in the thread pool, like
+        # FastAPI's sync routes.
+        compute_bytes = lambda: _as_bytes(compute())  # noqa: E731
+        body, refresh = state.responses.peek(key)
+        if refresh:
+            asyncio.get_running_loop().run_in_executor(None, state.responses.refresh, key, compute_bytes)
+        if body is None:
+            body = await run_in_threadpool(state.responses.get, key, compute_bytes)
+        return Response(body, media_type="application/json")
+
+    @app.get("/health", response_model=status.Health, tags=["status"],
+             responses={503: {"model": status.Health, "description": "a database is unreachable"}})
+    def health(api: Annotated[ApiState, Depends(api_state)]):
+        try:
+            dagster = api.instance
+        except Exception as exc:  # the instance itself could not be opened (storage down at start)
+            log.warning("health: cannot open the Dagster instance: %s", exc)
+            body = status.Health(status="unavailable", registry_database="unknown",
+                                 dagster_storage=f"unreachable ({type(exc).__name__})",
+                                 scheduler_running=False, daemon_heartbeat_age_seconds={})
+            return JSONResponse(body.model_dump(), status_code=503)
+        result = status.health(dagster, api.registry, settings.heartbeat_max_age_seconds)
+        return JSONResponse(result.model_dump(), status_code=503 if result.status == "unavailable" else 200)
+
+    @app.get("/schedulers", response_model=list[schedulers.Instigator], tags=["status"])
+    def list_schedulers(dagster: Annotated[dg.DagsterInstance, Depends(instance)]):
+        return list(schedulers.list_instigators(dagster))
+
+    @app.get("/metrics", tags=["status"], response_class=Response,
+             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}})
+    def metrics():
+        return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            app.openapi_schema = add_security_scheme(schema, settings.public_paths)
+        return app.openapi_schema
+
+    app.openapi = openapi
+    app.add_middleware(RejectNulInUrl)
+    app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, public_paths=settings.public_paths)
+    app.add_middleware(RequestCounter, counter=requests)
+    return app
+
+
+def _racing_engine(state: ApiState) -> sa.Engine | None:
+    url = state.settings.racing_database_url
+    if not url:
+        return None
+    if not hasattr(state, "_racing"):
+        from orchestration_core.postgres import psycopg2_url
+
+        state._racing = sa.create_engine(psycopg2_url(url), pool_size=1, max_overflow=2,
+                                         connect_args={"connect_timeout": 3})
+    return state._racing
+
+
+def _as_bytes(body: str | bytes) -> bytes:
+    return body.encode() if isinstance(body, str) else body
+
+
+def app_from_env() -> FastAPI:
+    """The app of one `maintenance-api --workers N` worker process (uvicorn imports it by name)."""
+    return create_app(settings_from_env(insecure_dev=os.environ.get(INSECURE_DEV_ENV) == "1"))

@@ -1,0 +1,80 @@
+"""Shared state of one app (registry engine, Dagster instance) and the route dependencies that hand it out."""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+
+import dagster as dg
+import sqlalchemy as sa
+from fastapi import Request
+
+from orchestration_core.postgres import psycopg2_url
+from control_api.config import ApiSettings
+from control_api.response_cache import ResponseCache
+from maintenance_jobs.seed import prepare_registry
+from orchestration_core.dagster_webserver import DagsterWebserverClient
+
+
+class ApiState:
+    """Opened lazily, so the API starts (and `/health` answers 503) while a database is still down."""
+
+    def __init__(self, settings: ApiSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._instance: dg.DagsterInstance | None = None
+        self._registry_prepared = False
+        self.responses = ResponseCache(settings.cache_seconds)
+
+    @cached_property
+    def registry(self) -> sa.Engine:
+        # Sized for the API's thread pool; a short connect timeout keeps /health answering when Postgres is gone.
+        return sa.create_engine(
+            psycopg2_url(self.settings.registry_url),
+            pool_pre_ping=True,
+            pool_size=5,
+            max_overflow=15,
+            pool_timeout=10,
+            connect_args={"connect_timeout": 3},
+        )
+
+    def prepared_registry(self) -> sa.Engine:
+        """The registry engine after migrating and seeding once (the same first use as the code location's)."""
+        if not self._registry_prepared:
+            with self._lock:
+                if not self._registry_prepared:
+                    prepare_registry(self.settings.registry_url)
+                    self._registry_prepared = True
+        return self.registry
+
+    @cached_property
+    def webserver(self) -> DagsterWebserverClient:
+        return DagsterWebserverClient(self.settings.webserver_url)
+
+    @property
+    def instance(self) -> dg.DagsterInstance:
+        if self._instance is None:
+            with self._lock:
+                if self._instance is None:
+                    instance = self.settings.instance()
+                    if self.settings.optimize_instance:
+                        # What dagster-webserver does: pooled storage connections and a statement timeout.
+                        instance.optimize_for_webserver(statement_timeout=10_000, pool_recycle=3600, max_overflow=30)
+                    self._instance = instance
+        return self._instance
+
+    def close(self) -> None:
+        if "registry" in self.__dict__:
+            self.registry.dispose()
+
+
+def api_state(request: Request) -> ApiState:
+    return request.app.state.api
+
+
+def registry(request: Request) -> sa.Engine:
+    return api_state(request).prepared_registry()
+
+
+def instance(request: Request) -> dg.DagsterInstance:
+    return api_state(request).instance

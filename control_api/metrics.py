@@ -1,0 +1,264 @@
+"""`GET /metrics`: a custom Prometheus collector computing every value from storage at scrape time.
+
+Names and labels are the published interface in docs/metrics.md (dashboards and alert
+rules depend on them). Nothing is accumulated in memory, so values survive API restarts and several API replicas
+agree. Run facts come from Dagster's run tables through the run storage's own connection (one grouped query per
+family, not one query per run); TAB calls from the race database's `scrapes` table. A failing source is logged and
+reported in `maintenance_api_metrics_errors{source}`; the other families are still served.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import dagster as dg
+import sqlalchemy as sa
+from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from control_api.status import concurrent_limit
+from maintenance_jobs.database.tables import scheduled_tasks
+from orchestration_core.run_outcome import TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED, TAG_KIND, TAG_OUTCOME, outcome_of
+
+log = logging.getLogger(__name__)
+WINDOWS = {"1h": dt.timedelta(hours=1), "24h": dt.timedelta(hours=24)}
+DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
+TAG_RETRY_NUMBER = "dagster/retry_number"
+ACTIVE_STATUSES = ("STARTING", "STARTED", "CANCELING")
+QUEUE_KINDS = ("racing", "maintenance")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    job: str
+    status: str
+    created: dt.datetime  # naive UTC, as stored
+    start_time: float | None
+    end_time: float | None
+    tags: dict[str, str]
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value else 0
+    except ValueError:
+        return 0
+
+
+def _tag_join(key: str) -> sa.Alias:
+    return RunTagsTable.alias(key.replace("/", "_"))
+
+
+def recent_runs(conn: sa.Connection, since: dt.datetime, ended_since: float) -> list[RunRow]:
+    """Runs created after `since` or ended after `ended_since`, with the tags the metrics read."""
+    keys = (TAG_OUTCOME, TAG_ITEMS_PROCESSED, TAG_ITEMS_FAILED, TAG_RETRY_NUMBER)
+    aliases = {key: _tag_join(key) for key in keys}
+    runs = RunsTable
+    source = runs
+    for key, alias in aliases.items():
+        source = source.outerjoin(alias, sa.and_(alias.c.run_id == runs.c.run_id, alias.c.key == key))
+    query = sa.select(
+        runs.c.pipeline_name, runs.c.status, runs.c.create_timestamp, runs.c.start_time, runs.c.end_time,
+        *(alias.c.value.label(f"tag{i}") for i, alias in enumerate(aliases.values())),
+    ).select_from(source).where(sa.or_(runs.c.create_timestamp > since, runs.c.end_time > ended_since))
+    rows = []
+    for row in conn.execute(query):
+        values = row._mapping
+        tags = {key: values[f"tag{i}"] for i, key in enumerate(keys) if values[f"tag{i}"] is not None}
+        rows.append(RunRow(row.pipeline_name, row.status, row.create_timestamp, row.start_time, row.end_time, tags))
+    return rows
+
+
+def histogram_buckets(durations: list[float]) -> list[tuple[str, float]]:
+    """Cumulative Prometheus buckets (le) of `durations`, ending with +Inf."""
+    buckets = [(str(float(le)), float(sum(1 for d in durations if d <= le))) for le in DURATION_BUCKETS]
+    return [*buckets, ("+Inf", float(len(durations)))]
+
+
+def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
+    """Runs, run retries and items by job and window; durations of runs finished in the last 24 h."""
+    runs = GaugeMetricFamily("orchestration_runs", "Runs created in the window by job and outcome",
+                             labels=["job", "outcome", "window"])
+    retries = GaugeMetricFamily("orchestration_run_retries", "Run-level re-executions created in the window",
+                                labels=["job", "retry_number", "window"])
+    processed = GaugeMetricFamily("orchestration_items_processed", "Sum of racing/items_processed",
+                                  labels=["job", "window"])
+    failed = GaugeMetricFamily("orchestration_items_failed", "Sum of racing/items_failed", labels=["job", "window"])
+    naive_now = now.replace(tzinfo=None)
+    for window, span in WINDOWS.items():
+        in_window = [r for r in rows if r.created > naive_now - span]
+        outcomes = Counter((r.job, outcome_of(dg.DagsterRunStatus(r.status), r.tags)) for r in in_window)
+        for (job, outcome), count in sorted(outcomes.items()):
+            runs.add_metric([job, outcome, window], count)
+        numbers = Counter((r.job, _int(r.tags.get(TAG_RETRY_NUMBER))) for r in in_window)
+        for (job, number), count in sorted(numbers.items()):
+            if number > 0:
+                retries.add_metric([job, str(number), window], count)
+        items: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for r in in_window:
+            items[r.job][0] += _int(r.tags.get(TAG_ITEMS_PROCESSED))
+            items[r.job][1] += _int(r.tags.get(TAG_ITEMS_FAILED))
+        for job, (done, bad) in sorted(items.items()):
+            processed.add_metric([job, window], done)
+            failed.add_metric([job, window], bad)
+    durations = HistogramMetricFamily("orchestration_run_duration_seconds",
+                                      "Durations of runs finished in the last 24h", labels=["job"])
+    cutoff = (now - WINDOWS["24h"]).timestamp()
+    by_job: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r.start_time and r.end_time and r.end_time > cutoff:
+            by_job[r.job].append(r.end_time - r.start_time)
+    for job, values in sorted(by_job.items()):
+        durations.add_metric([job], histogram_buckets(values), sum_value=sum(values))
+    yield from (runs, retries, durations, processed, failed)
+
+
+def live_families(conn: sa.Connection) -> Iterator[Metric]:
+    """Active runs by job, queued runs by kind, last success per job."""
+    r = RunsTable
+    active = GaugeMetricFamily("orchestration_active_runs", "Runs STARTING/STARTED/CANCELING", labels=["job"])
+    for job, count in conn.execute(
+        sa.select(r.c.pipeline_name, sa.func.count())
+        .where(r.c.status.in_(ACTIVE_STATUSES))
+        .group_by(r.c.pipeline_name)
+    ):
+        active.add_metric([job], count)
+    kind = _tag_join(TAG_KIND)
+    queued_counts = Counter({k: 0 for k in (*QUEUE_KINDS, "other")})
+    for value, count in conn.execute(
+        sa.select(kind.c.value, sa.func.count())
+        .select_from(r.outerjoin(kind, sa.and_(kind.c.run_id == r.c.run_id, kind.c.key == TAG_KIND)))
+        .where(r.c.status == "QUEUED")
+        .group_by(kind.c.value)
+    ):
+        queued_counts[value if value in QUEUE_KINDS else "other"] += count
+    queued = GaugeMetricFamily("orchestration_queued_runs", "Queued runs (the queue length)", labels=["kind"])
+    for name, count in sorted(queued_counts.items()):
+        queued.add_metric([name], count)
+    last = GaugeMetricFamily("orchestration_last_success_timestamp_seconds", "Unix time of the latest successful run",
+                             labels=["job"])
+    for job, end in conn.execute(
+        sa.select(r.c.pipeline_name, sa.func.max(r.c.end_time))
+        .where(r.c.status == "SUCCESS")
+        .group_by(r.c.pipeline_name)
+    ):
+        if end is not None:
+            last.add_metric([job], end)
+    yield from (active, queued, last)
+
+
+def step_retry_family(instance: dg.DagsterInstance, now: dt.datetime) -> Metric:
+    """STEP_RESTARTED events of the window; the n-th restart of a step in a run is retry number n."""
+    family = GaugeMetricFamily("orchestration_step_retries", "Step retry events by retry number",
+                               labels=["job", "retry_number", "window"])
+    since = (now - WINDOWS["24h"]).timestamp()
+    records = instance.get_event_records(
+        dg.EventRecordsFilter(event_type=dg.DagsterEventType.STEP_RESTARTED, after_timestamp=since), ascending=True
+    )
+    seen: Counter[tuple[str, str | None]] = Counter()
+    counts: Counter[tuple[str, int, str]] = Counter()
+    for record in records:
+        entry = record.event_log_entry
+        seen[(entry.run_id, entry.step_key)] += 1
+        number = seen[(entry.run_id, entry.step_key)]
+        for window, span in WINDOWS.items():
+            if entry.timestamp > (now - span).timestamp():
+                counts[(entry.job_name or "unknown", number, window)] += 1
+    for (job, number, window), count in sorted(counts.items()):
+        family.add_metric([job, str(number), window], count)
+    return family
+
+
+def heartbeat_family(instance: dg.DagsterInstance) -> Metric:
+    family = GaugeMetricFamily("orchestration_daemon_heartbeat_age_seconds", "Seconds since each daemon's heartbeat",
+                               labels=["daemon_type"])
+    now = time.time()
+    for daemon, beat in sorted(instance.get_daemon_heartbeats().items()):
+        family.add_metric([daemon], max(0.0, now - beat.timestamp))
+    return family
+
+
+def tab_request_family(racing: sa.Engine, now: dt.datetime) -> Metric:
+    family = GaugeMetricFamily("orchestration_tab_api_requests", "TAB API calls recorded in the race database",
+                               labels=["endpoint", "outcome", "window"])
+    table = sa.table("scrapes", sa.column("endpoint"), sa.column("outcome"), sa.column("started_at"))
+    recent = table.c.started_at > now - WINDOWS["1h"]
+    query = (
+        sa.select(table.c.endpoint, table.c.outcome, recent.label("recent"), sa.func.count())
+        .where(table.c.started_at > now - WINDOWS["24h"])
+        .group_by(table.c.endpoint, table.c.outcome, recent)
+    )
+    counts: Counter[tuple[str, str, str]] = Counter()
+    with racing.connect() as conn:
+        for endpoint, outcome, is_recent, count in conn.execute(query):
+            counts[(endpoint, outcome, "24h")] += count
+            if is_recent:
+                counts[(endpoint, outcome, "1h")] += count
+    for labels, count in sorted(counts.items()):
+        family.add_metric(list(labels), count)
+    return family
+
+
+def registry_families(registry: sa.Engine, instance: dg.DagsterInstance) -> Iterator[Metric]:
+    with registry.connect() as conn:
+        enabled = conn.execute(
+            sa.select(sa.func.count()).select_from(scheduled_tasks).where(scheduled_tasks.c.enabled.is_(True))
+        ).scalar_one()
+    yield GaugeMetricFamily("maintenance_tasks_enabled", "Enabled tasks in the registry", value=enabled)
+    yield GaugeMetricFamily("maintenance_concurrent_limit", "The maintenance run limit",
+                            value=concurrent_limit(instance))
+
+
+class StorageCollector(Collector):
+    """Collects at scrape time; `instance`, `registry` and `racing` are callables so they open lazily."""
+
+    def __init__(self, instance: Callable[[], dg.DagsterInstance], registry: Callable[[], sa.Engine],
+                 racing: Callable[[], sa.Engine | None]) -> None:
+        self._instance = instance
+        self._registry = registry
+        self._racing = racing
+
+    def describe(self) -> list[Metric]:
+        return []  # unchecked collector: nothing is queried when it is registered
+
+    def collect(self) -> Iterator[Metric]:
+        now = dt.datetime.now(dt.UTC)
+        errors = GaugeMetricFamily("maintenance_api_metrics_errors", "1 when a metrics source failed in this scrape",
+                                   labels=["source"])
+        sources: dict[str, Callable[[], Iterator[Metric]]] = {
+            "runs": lambda: self._runs(now),
+            "step_retries": lambda: iter([step_retry_family(self._instance(), now)]),
+            "heartbeats": lambda: iter([heartbeat_family(self._instance())]),
+            "registry": lambda: registry_families(self._registry(), self._instance()),
+            "tab_requests": lambda: self._tab(now),
+        }
+        for source, produce in sources.items():
+            try:
+                families = list(produce())
+            except Exception:
+                log.exception("metrics source %s failed", source)
+                errors.add_metric([source], 1)
+                continue
+            errors.add_metric([source], 0)
+            yield from families
+        yield errors
+
+    def _runs(self, now: dt.datetime) -> Iterator[Metric]:
+        storage = self._instance().run_storage
+        since = (now - WINDOWS["24h"]).replace(tzinfo=None)
+        with storage.connect() as conn:
+            rows = recent_runs(conn, since, since.replace(tzinfo=dt.UTC).timestamp())
+            live = list(live_families(conn))
+        yield from run_families(rows, now)
+        yield from live
+
+    def _tab(self, now: dt.datetime) -> Iterator[Metric]:
+        racing = self._racing()
+        if racing is not None:
+            yield tab_request_family(racing, now)

@@ -1,0 +1,160 @@
+"""`GET /stats` and `GET /health`: grouped counts over run storage plus daemon heartbeat freshness.
+
+Counts are single grouped SQL queries over Dagster's run tables (through the run storage's own connection), not
+one `get_runs_count` per status: each of those joins the tag table again and costs ~100 ms at 100k runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterable, Mapping
+
+import dagster as dg
+import sqlalchemy as sa
+from pydantic import BaseModel
+
+from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+
+from control_api.config import SCHEDULING_DAEMONS
+from control_api.executions import EXECUTION_STATUSES, execution_status
+from maintenance_jobs.database.tables import scheduled_tasks
+from maintenance_jobs.tags import TAG_STATUS
+from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND
+
+log = logging.getLogger(__name__)
+S = dg.DagsterRunStatus
+# The old scheduler's limit, used when the instance has no tag limit for maintenance runs.
+DEFAULT_CONCURRENT_LIMIT = 5
+ACTIVE = [S.STARTING, S.STARTED, S.CANCELING]
+
+
+class Stats(BaseModel):
+    scheduler_running: bool
+    tasks_enabled: int
+    tasks_currently_running: int
+    tasks_queued: int
+    concurrent_limit: int
+    execution_stats_24h: dict[str, int]
+    daemon_heartbeat_age_seconds: dict[str, float]
+
+
+class Health(BaseModel):
+    status: str  # ok | degraded (daemon stale) | unavailable (a database is unreachable)
+    registry_database: str
+    dagster_storage: str
+    scheduler_running: bool
+    daemon_heartbeat_age_seconds: dict[str, float]
+
+
+def heartbeat_ages(heartbeats: Mapping[str, object], now: float) -> dict[str, float]:
+    """Seconds since each daemon's last heartbeat."""
+    return {kind: round(max(0.0, now - beat.timestamp), 3) for kind, beat in sorted(heartbeats.items())}
+
+
+def scheduler_running(ages: Mapping[str, float], max_age: float, required: Iterable[str] = SCHEDULING_DAEMONS) -> bool:
+    """True when every daemon that dispatches and launches tasks has a heartbeat younger than `max_age`."""
+    return all(kind in ages and ages[kind] <= max_age for kind in required)
+
+
+def maintenance_limit(tag_limits: Iterable[Mapping[str, object]]) -> int:
+    """The run queue's limit for `orchestration/kind=maintenance`, else the old scheduler's 5."""
+    for limit in tag_limits:
+        if limit.get("key") == TAG_KIND and limit.get("value") == KIND_MAINTENANCE:
+            return int(limit["limit"])
+    return DEFAULT_CONCURRENT_LIMIT
+
+
+def concurrent_limit(instance: dg.DagsterInstance) -> int:
+    try:
+        return maintenance_limit(instance.get_concurrency_config().run_queue_config.tag_concurrency_limits)
+    except Exception:  # a run coordinator without a queue config: the documented default
+        return DEFAULT_CONCURRENT_LIMIT
+
+
+def _maintenance_runs(*columns: sa.ColumnElement) -> sa.Select:
+    """Maintenance runs (by their kind tag, indexed) left-joined with their recorded `maintenance/status`."""
+    kind, recorded = RunTagsTable.alias("kind"), RunTagsTable.alias("recorded")
+    runs = RunsTable
+    source = runs.join(kind, sa.and_(kind.c.run_id == runs.c.run_id, kind.c.key == TAG_KIND,
+                                     kind.c.value == KIND_MAINTENANCE))
+    source = source.outerjoin(recorded, sa.and_(recorded.c.run_id == runs.c.run_id, recorded.c.key == TAG_STATUS))
+    return sa.select(runs.c.status, recorded.c.value, *columns).select_from(source)
+
+
+def count_by_execution_status(rows: Iterable[tuple[str, str | None, int]]) -> dict[str, int]:
+    """(Dagster status, recorded status, count) rows → counts by the /executions status (same mapping)."""
+    counts = dict.fromkeys(EXECUTION_STATUSES, 0)
+    for dagster_status, recorded, count in rows:
+        tags = {TAG_STATUS: recorded} if recorded else {}
+        counts[execution_status(dg.DagsterRunStatus(dagster_status), tags)] += count
+    return counts
+
+
+def execution_counts(instance: dg.DagsterInstance, since: dt.datetime) -> dict[str, int]:
+    """Maintenance runs created since `since` by the old scheduler's statuses, in one grouped query."""
+    runs = RunsTable
+    query = _maintenance_runs(sa.func.count()).where(runs.c.create_timestamp > since.astimezone(dt.UTC)
+                                                     .replace(tzinfo=None))
+    with instance.run_storage.connect() as conn:
+        rows = conn.execute(query.group_by(*query.selected_columns[:2])).all()
+    return count_by_execution_status(rows)
+
+
+def live_counts(instance: dg.DagsterInstance) -> dict[str, int]:
+    """Maintenance runs now running (STARTING/STARTED/CANCELING) and queued (the status index finds them)."""
+    runs = RunsTable
+    query = _maintenance_runs(sa.func.count()).where(runs.c.status.in_([s.value for s in (*ACTIVE, S.QUEUED)]))
+    with instance.run_storage.connect() as conn:
+        rows = conn.execute(query.group_by(*query.selected_columns[:2])).all()
+    running = sum(count for status_, _, count in rows if status_ != S.QUEUED.value)
+    return {"running": running, "queued": sum(count for status_, _, count in rows if status_ == S.QUEUED.value)}
+
+
+def stats(instance: dg.DagsterInstance, registry: sa.Engine, max_heartbeat_age: float) -> Stats:
+    now = dt.datetime.now(dt.UTC)
+    ages = heartbeat_ages(instance.get_daemon_heartbeats(), now.timestamp())
+    with registry.connect() as conn:
+        enabled = conn.execute(
+            sa.select(sa.func.count()).select_from(scheduled_tasks).where(scheduled_tasks.c.enabled.is_(True))
+        ).scalar_one()
+    live = live_counts(instance)
+    return Stats(
+        scheduler_running=scheduler_running(ages, max_heartbeat_age),
+        tasks_enabled=enabled,
+        tasks_currently_running=live["running"],
+        tasks_queued=live["queued"],
+        concurrent_limit=concurrent_limit(instance),
+        execution_stats_24h=execution_counts(instance, now - dt.timedelta(hours=24)),
+        daemon_heartbeat_age_seconds=ages,
+    )
+
+
+def health(instance: dg.DagsterInstance, registry: sa.Engine, max_heartbeat_age: float) -> Health:
+    """Never raises: each unreachable store is reported (by error class only: messages may hold URLs)."""
+    registry_state = dagster_state = "ok"
+    try:
+        with registry.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except Exception as exc:
+        log.warning("health: registry database unreachable: %s", exc)
+        registry_state = f"unreachable ({type(exc).__name__})"
+    ages: dict[str, float] = {}
+    try:
+        ages = heartbeat_ages(instance.get_daemon_heartbeats(), time.time())
+    except Exception as exc:
+        log.warning("health: Dagster storage unreachable: %s", exc)
+        dagster_state = f"unreachable ({type(exc).__name__})"
+    running = scheduler_running(ages, max_heartbeat_age)
+    if registry_state != "ok" or dagster_state != "ok":
+        status = "unavailable"
+    else:
+        status = "ok" if running else "degraded"
+    return Health(
+        status=status,
+        registry_database=registry_state,
+        dagster_storage=dagster_state,
+        scheduler_running=running,
+        daemon_heartbeat_age_seconds=ages,
+    )

@@ -1,0 +1,96 @@
+"""The control API served for real: uvicorn on a free port in a background thread, Postgres behind it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import dagster as dg
+import httpx
+import pytest
+import uvicorn
+
+from local_stack.stack import free_port
+from control_api.app import create_app
+from control_api.config import ApiSettings
+from maintenance_jobs.database.migrate import upgrade
+
+API_KEY = "test-key-0123456789abcdef"
+
+
+@dataclass
+class RunningApi:
+    base_url: str
+    app: object
+    instance: dg.DagsterInstance
+    registry_url: str
+
+    def client(self, key: str | None = API_KEY) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.base_url, headers=headers, timeout=30)
+
+
+class ThreadedServer(uvicorn.Server):
+    def install_signal_handlers(self) -> None:  # the test process keeps its own handlers
+        pass
+
+
+def serve(app, port: int) -> tuple[ThreadedServer, threading.Thread]:
+    server = ThreadedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    return server, thread
+
+
+def _dispose_storage_pools(instance: dg.DagsterInstance) -> None:
+    # The API pools storage connections (optimize_for_webserver); close them with the test's instance.
+    for storage in (instance.run_storage, instance.event_log_storage, instance.schedule_storage):
+        engine = getattr(storage, "_engine", None)
+        if engine is not None:
+            engine.dispose()
+
+
+@pytest.fixture
+def registry_url(fresh_database_url: str) -> str:
+    upgrade(fresh_database_url)
+    return fresh_database_url
+
+
+@pytest.fixture
+def api_settings(registry_url: str, pg_instance: dg.DagsterInstance, dagster_webserver_url: str) -> ApiSettings:
+    return ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: pg_instance,
+                       dagster_ui_url="http://dagster.test", dagster_webserver_url=dagster_webserver_url)
+
+
+@pytest.fixture
+def api(api_settings: ApiSettings, pg_instance: dg.DagsterInstance) -> Iterator[RunningApi]:
+    app = create_app(api_settings)
+    server, thread = serve(app, free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield RunningApi(f"http://127.0.0.1:{port}", app, pg_instance, api_settings.registry_url)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        _dispose_storage_pools(pg_instance)
+
+
+def task_body(name: str = "nightly", **changes) -> dict:
+    body = {
+        "task_name": name,
+        "service": "scheduler",
+        "executor": "example_executor",
+        "priority": 50,
+        "minute": 0,
+        "hour": 4,
+        "description": "Daily task at 4 AM",
+        "config": {"message": "hi", "delay_seconds": 0},
+    }
+    return {**body, **changes}

@@ -1,0 +1,177 @@
+"""`/executions` over real HTTP: paging without overlaps, a cursor that survives deletion, filters, limits."""
+
+from __future__ import annotations
+
+import dagster as dg
+import httpx
+import pytest
+from dagster._core.test_utils import create_run_for_test
+
+from maintenance_jobs.trigger import job_origins
+from tests.control_api.conftest import RunningApi
+
+pytestmark = [pytest.mark.api, pytest.mark.integration]
+S = dg.DagsterRunStatus
+
+
+def maintenance_run(instance: dg.DagsterInstance, task: str = "nightly", service: str = "scheduler",
+                    status: dg.DagsterRunStatus = S.SUCCESS, **tags: str) -> str:
+    all_tags = {"orchestration/kind": "maintenance", "maintenance/task": task, "maintenance/service": service,
+                "maintenance/executor": "example_executor", "maintenance/triggered_by": "scheduler",
+                "maintenance/priority": "50", **tags}
+    origins = {}
+    if status == S.QUEUED:  # queued runs must say where the daemon would find their job
+        remote, python = job_origins("example_executor")
+        origins = {"remote_job_origin": remote, "job_code_origin": python}
+    return create_run_for_test(instance, job_name="example_executor", status=status, tags=all_tags, **origins).run_id
+
+
+def page_through(api: RunningApi, limit: int, **params) -> list[list[str]]:
+    pages, cursor = [], None
+    with api.client() as client:
+        while True:
+            query = {"limit": limit, **params, **({"cursor": cursor} if cursor else {})}
+            body = client.get("/executions", params=query).json()
+            pages.append([item["run_id"] for item in body["items"]])
+            cursor = body["next_cursor"]
+            if cursor is None:
+                return pages
+
+
+def test_45_runs_page_as_20_20_5_newest_first(api: RunningApi) -> None:
+    created = [maintenance_run(api.instance) for _ in range(45)]
+    create_run_for_test(api.instance, job_name="morning_scrape", tags={"orchestration/kind": "racing"})
+    pages = page_through(api, 20)
+    assert [len(p) for p in pages] == [20, 20, 5]
+    flat = [run_id for page in pages for run_id in page]
+    assert len(set(flat)) == 45 and flat == list(reversed(created))
+    default = api.client().get("/executions").json()
+    assert len(default["items"]) == 20 and default["limit"] == 20
+
+
+def test_cursor_stays_valid_when_its_run_is_deleted(api: RunningApi) -> None:
+    created = [maintenance_run(api.instance) for _ in range(12)]
+    newest_first = list(reversed(created))
+    with api.client() as client:
+        first = client.get("/executions", params={"limit": 5}).json()
+        assert [i["run_id"] for i in first["items"]] == newest_first[:5]
+        api.instance.delete_run(first["items"][-1]["run_id"])  # e.g. the retention job removed it
+        second = client.get("/executions", params={"limit": 5, "cursor": first["next_cursor"]}).json()
+        assert [i["run_id"] for i in second["items"]] == newest_first[5:10]
+        third = client.get("/executions", params={"limit": 5, "cursor": second["next_cursor"]}).json()
+        assert [i["run_id"] for i in third["items"]] == newest_first[10:] and third["next_cursor"] is None
+        bad = client.get("/executions", params={"cursor": "not a cursor"})
+        assert bad.status_code == 400 and bad.json()["field"] == "cursor"
+
+
+def test_filters_by_task_service_and_status(api: RunningApi) -> None:
+    instance = api.instance
+    ok = maintenance_run(instance, "backup", "infra", S.SUCCESS)
+    failed = maintenance_run(instance, "backup", "infra", S.FAILURE, **{"racing/error": "disk full"})
+    timed_out = maintenance_run(instance, "backup", "infra", S.CANCELED, **{"maintenance/status": "timeout"})
+    canceled = maintenance_run(instance, "backup", "infra", S.CANCELED, **{"maintenance/status": "canceled"})
+    queued = maintenance_run(instance, "sync", "docs", S.QUEUED)
+    started = maintenance_run(instance, "sync", "docs", S.STARTED)
+    retry = maintenance_run(instance, "sync", "docs", S.SUCCESS, **{"dagster/retry_number": "2",
+                                                                    "maintenance/output": "synced 3 files"})
+
+    def ids(**params) -> list[str]:
+        return [i["run_id"] for i in api.client().get("/executions", params=params).json()["items"]]
+
+    assert ids(task_name="backup") == [canceled, timed_out, failed, ok]
+    assert ids(service="docs") == [retry, started, queued]
+    assert ids(status="pending") == [queued]
+    assert ids(status="running") == [started]
+    assert ids(status="success") == [retry, ok]
+    assert ids(status="failed") == [failed]
+    assert ids(status="timeout") == [timed_out]
+    assert ids(status="canceled") == [canceled]
+    assert ids(status="success", service="infra") == [ok]
+    assert ids(task_name="nothing") == []
+    items = {i["run_id"]: i for i in api.client().get("/executions").json()["items"]}
+    assert items[failed]["error"] == "disk full" and items[failed]["status"] == "failed"
+    assert items[retry]["retry_count"] == 2 and items[retry]["output"] == "synced 3 files"
+    assert items[timed_out]["status"] == "timeout" and items[timed_out]["dagster_status"] == "CANCELED"
+    with api.client() as client:
+        assert client.get("/executions", params={"status": "exploded"}).status_code == 422
+        assert client.get("/executions", params={"limit": 101}).status_code == 422
+        assert client.get("/executions", params={"limit": 0}).status_code == 422
+        assert len(client.get("/executions", params={"limit": 100}).json()["items"]) == 7
+
+
+def test_a_real_run_reports_times_output_and_duration(api: RunningApi) -> None:
+    from maintenance_jobs.jobs import example_executor_job
+
+    result = example_executor_job.execute_in_process(
+        run_config={"ops": {"run_example_executor": {"config": {"message": "ping", "delay_seconds": 0.2}}}},
+        instance=api.instance,
+        tags={"maintenance/task": "pinger", "maintenance/service": "scheduler", "maintenance/triggered_by": "manual"},
+    )
+    item = api.client().get("/executions", params={"task_name": "pinger"}).json()["items"][0]
+    assert item["run_id"] == result.run_id and item["status"] == "success"
+    assert item["started_at"] and item["completed_at"] and item["duration_seconds"] >= 0.2
+    assert item["output"] and "ping" in item["output"]
+
+
+def test_sql_page_equals_the_public_api_page(pg_instance: dg.DagsterInstance) -> None:
+    """The column-only SQL path and `get_run_records` build the same pages for every filter and cursor."""
+    from control_api.executions import ExecutionQuery, list_executions
+    from maintenance_jobs.jobs import example_executor_job
+
+    instance = pg_instance
+    for i in range(9):
+        maintenance_run(instance, ("backup", "sync")[i % 2], ("infra", "docs", "scheduler")[i % 3],
+                        (S.SUCCESS, S.FAILURE, S.CANCELED, S.QUEUED, S.STARTED)[i % 5],
+                        **({"maintenance/status": "timeout"} if i == 2 else {}),
+                        **({"dagster/retry_number": "1", "racing/error": "boom"} if i == 6 else {}))
+    create_run_for_test(instance, job_name="morning_scrape", tags={"orchestration/kind": "racing"})
+    example_executor_job.execute_in_process(  # a run with real start/end times and an output tag
+        run_config={"ops": {"run_example_executor": {"config": {"message": "ping", "delay_seconds": 0}}}},
+        instance=instance, tags={"maintenance/task": "pinger", "maintenance/service": "scheduler"})
+    queries = [ExecutionQuery(limit=limit, **filters) for limit in (1, 3, 20) for filters in (
+        {}, {"task_name": "backup"}, {"service": "docs"}, {"status": "timeout"}, {"status": "failed"},
+        {"status": "pending"}, {"status": "success", "task_name": "pinger"})]
+    compared = 0
+    for query in queries:
+        while True:
+            fast = list_executions(instance, query, "http://ui", use_sql=True)
+            slow = list_executions(instance, query, "http://ui", use_sql=False)
+            assert fast == slow, query
+            compared += len(fast.items)
+            if fast.next_cursor is None:
+                break
+            query = ExecutionQuery(**{**query.__dict__, "cursor": fast.next_cursor})
+    pinger = list_executions(instance, ExecutionQuery(task_name="pinger"), "http://ui", use_sql=True).items[0]
+    assert pinger.started_at and pinger.completed_at and pinger.output and "ping" in pinger.output
+    assert compared > 60  # the loop really compared pages, not empty lists
+
+
+def test_cached_pages_stay_until_a_write_through_the_api(api_settings, pg_instance: dg.DagsterInstance) -> None:
+    """With a cache, a repeated read is served from memory; a trigger or task write is visible at once."""
+    import dataclasses
+
+    from local_stack.stack import free_port
+    from control_api.app import create_app
+    from tests.control_api.conftest import API_KEY, serve, task_body
+
+    app = create_app(dataclasses.replace(api_settings, cache_seconds=600))
+    server, thread = serve(app, free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {API_KEY}"},
+                          timeout=30) as client:
+            first = maintenance_run(pg_instance, task="pinger")
+            assert [i["run_id"] for i in client.get("/executions").json()["items"]] == [first]
+            enabled_before = client.get("/stats").json()["tasks_enabled"]
+            maintenance_run(pg_instance, task="pinger")  # written behind the API's back: not seen for 600 s
+            assert [i["run_id"] for i in client.get("/executions").json()["items"]] == [first]
+            assert client.post("/tasks", json=task_body("pinger")).status_code == 201
+            assert client.get("/stats").json()["tasks_enabled"] == enabled_before + 1
+            triggered = client.post("/tasks/pinger/trigger").json()["run_id"]
+            ids = [i["run_id"] for i in client.get("/executions").json()["items"]]
+            assert ids[0] == triggered and ids[-1] == first and len(ids) == 3
+            cache = app.state.api.responses
+            assert cache.hits >= 1 and cache.misses >= 3
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,198 @@
+"""`/metrics` parsed with the Prometheus parser and checked against the runs created; `/stats`; `/schedulers`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+from dagster._core.test_utils import create_run_for_test
+from dagster._daemon.types import DaemonHeartbeat
+from prometheus_client.parser import text_string_to_metric_families
+
+from control_api.app import create_app
+from control_api.config import ApiSettings
+from maintenance_jobs.jobs import example_executor_job
+from maintenance_jobs.trigger import job_origins
+from local_stack.stack import free_port
+from racing_orchestration.race_db import upgrade as upgrade_race_db
+from racing_orchestration.race_db.schema import scrapes
+from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, serve, task_body
+
+pytestmark = [pytest.mark.api, pytest.mark.integration]
+S = dg.DagsterRunStatus
+
+_attempts: dict[str, int] = {}
+
+
+@dg.op(retry_policy=dg.RetryPolicy(max_retries=3))
+def flaky(context):
+    # Fails on the first two attempts: two STEP_RESTARTED events (retry 1 and retry 2).
+    if context.retry_number < 2:
+        raise RuntimeError("transient")
+    return context.retry_number
+
+
+@dg.job
+def flaky_job():
+    flaky()
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: dict, name: str, **labels: str) -> float | None:
+    return found.get((name, tuple(sorted(labels.items()))))
+
+
+def outcome_run(instance, job: str, status, outcome: str | None = None, **tags: str) -> str:
+    if outcome:
+        tags = {"racing/outcome": outcome, **tags}
+    return create_run_for_test(instance, job_name=job, status=status, tags=tags).run_id
+
+
+def test_metrics_match_the_runs_created(api: RunningApi) -> None:
+    instance = api.instance
+    for _ in range(3):
+        outcome_run(instance, "morning_scrape", S.SUCCESS, "success",
+                    **{"racing/items_processed": "10", "racing/items_failed": "0"})
+    for _ in range(2):
+        outcome_run(instance, "morning_scrape", S.FAILURE, "failed",
+                    **{"racing/items_processed": "0", "racing/items_failed": "4"})
+    outcome_run(instance, "morning_scrape", S.SUCCESS, "partial",
+                **{"racing/items_processed": "7", "racing/items_failed": "2"})
+    outcome_run(instance, "morning_scrape", S.FAILURE, None, **{"dagster/retry_number": "1"})
+    outcome_run(instance, "post_race_t5", S.STARTED)
+    remote, python = job_origins("example_executor")
+    for kind in ("maintenance", "maintenance", "racing"):
+        create_run_for_test(instance, job_name="example_executor", status=S.QUEUED,
+                            tags={"orchestration/kind": kind}, remote_job_origin=remote, job_code_origin=python)
+    real = example_executor_job.execute_in_process(
+        run_config={"ops": {"run_example_executor": {"config": {"message": "m", "delay_seconds": 0.1}}}},
+        instance=instance,
+    )
+    flaky_job.execute_in_process(instance=instance)
+    instance.add_daemon_heartbeat(DaemonHeartbeat(time.time() - 12, "SENSOR", None, None))
+    api.client().post("/tasks", json=task_body("extra"))  # seeds the registry, then adds one
+
+    text = api.client(None).get("/metrics").text  # public: no key needed
+    found = samples(text)
+    runs = "orchestration_runs"
+    assert value(found, runs, job="morning_scrape", outcome="success", window="24h") == 3
+    assert value(found, runs, job="morning_scrape", outcome="failed", window="24h") == 3
+    assert value(found, runs, job="morning_scrape", outcome="partial", window="24h") == 1
+    assert value(found, runs, job="morning_scrape", outcome="partial", window="1h") == 1
+    assert value(found, runs, job="post_race_t5", outcome="started", window="24h") == 1
+    assert value(found, runs, job="example_executor", outcome="success", window="24h") == 1
+    assert value(found, "orchestration_run_retries", job="morning_scrape", retry_number="1", window="24h") == 1
+    assert value(found, "orchestration_items_processed", job="morning_scrape", window="24h") == 37
+    assert value(found, "orchestration_items_failed", job="morning_scrape", window="1h") == 10
+    assert value(found, "orchestration_active_runs", job="post_race_t5") == 1
+    assert value(found, "orchestration_queued_runs", kind="maintenance") == 2
+    assert value(found, "orchestration_queued_runs", kind="racing") == 1
+    assert value(found, "orchestration_queued_runs", kind="other") == 0
+    assert value(found, "orchestration_step_retries", job="flaky_job", retry_number="1", window="24h") == 1
+    assert value(found, "orchestration_step_retries", job="flaky_job", retry_number="2", window="1h") == 1
+    assert value(found, "orchestration_step_retries", job="flaky_job", retry_number="3", window="24h") is None
+    duration = "orchestration_run_duration_seconds"
+    assert value(found, f"{duration}_count", job="example_executor") == 1
+    record = instance.get_run_record_by_id(real.run_id)
+    took = record.end_time - record.start_time
+    assert value(found, f"{duration}_sum", job="example_executor") == pytest.approx(took)
+    bounds = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200]
+    first = next(b for b in bounds if took <= b)
+    assert value(found, f"{duration}_bucket", job="example_executor", le=f"{float(first)}") == 1
+    below = [b for b in bounds if b < first]
+    if below:
+        assert value(found, f"{duration}_bucket", job="example_executor", le=f"{float(below[-1])}") == 0
+    assert value(found, f"{duration}_bucket", job="example_executor", le="+Inf") == 1
+    assert value(found, "orchestration_last_success_timestamp_seconds", job="example_executor") == pytest.approx(
+        record.end_time)
+    age = value(found, "orchestration_daemon_heartbeat_age_seconds", daemon_type="SENSOR")
+    assert 12 <= age < 60
+    assert value(found, "maintenance_tasks_enabled") == 4  # 3 of the 4 seeded (the example is disabled) + 1
+    assert value(found, "maintenance_concurrent_limit") == 5
+    assert value(found, "maintenance_api_metrics_errors", source="tab_requests") == 0  # no race DB configured
+    assert value(found, "maintenance_api_requests_total", method="GET", route="/metrics", status="200") is None
+
+
+def test_tab_requests_and_request_counter(registry_url: str, pg_instance: dg.DagsterInstance) -> None:
+    upgrade_race_db(registry_url)
+    engine = sa.create_engine(registry_url)
+    now = dt.datetime.now(dt.UTC)
+    with engine.begin() as conn:
+        for i, (endpoint, outcome, minutes) in enumerate(
+            [("meetings", "ok", 5), ("meetings", "ok", 90), ("events", "error", 10), ("events", "ok", 60 * 30)]
+        ):
+            conn.execute(scrapes.insert().values(
+                call_key=f"k{i}", endpoint=endpoint, params={}, outcome=outcome, duration_ms=5.0, attempts=1,
+                items=1, started_at=now - dt.timedelta(minutes=minutes)))
+    engine.dispose()
+    settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: pg_instance,
+                           racing_database_url=registry_url)
+    server, thread = serve(create_app(settings), free_port())
+    base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    try:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {API_KEY}"}
+        httpx.get(f"{base}/tasks/seen-task", headers=headers)
+        httpx.get(f"{base}/tasks")  # 401
+        found = samples(httpx.get(f"{base}/metrics").text)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        _dispose_storage_pools(pg_instance)
+    tab = "orchestration_tab_api_requests"
+    assert value(found, tab, endpoint="meetings", outcome="ok", window="1h") == 1
+    assert value(found, tab, endpoint="meetings", outcome="ok", window="24h") == 2
+    assert value(found, tab, endpoint="events", outcome="error", window="1h") == 1
+    assert value(found, tab, endpoint="events", outcome="ok", window="24h") is None  # 30 h old
+    requests = "maintenance_api_requests_total"
+    # Route templates, not raw paths: task names never become label values.
+    assert value(found, requests, method="GET", route="/tasks/{task_name}", status="404") == 1
+    assert value(found, requests, method="GET", route="/tasks", status="401") is None
+    assert value(found, requests, method="GET", route="unmatched", status="401") == 1
+
+
+def test_stats_counts_maintenance_runs_of_the_last_24h(api: RunningApi) -> None:
+    instance = api.instance
+    kind = {"orchestration/kind": "maintenance"}
+    for status in (S.SUCCESS, S.SUCCESS, S.FAILURE, S.STARTED):
+        create_run_for_test(instance, job_name="example_executor", status=status, tags=kind)
+    create_run_for_test(instance, job_name="example_executor", status=S.CANCELED,
+                        tags={**kind, "maintenance/status": "timeout"})
+    create_run_for_test(instance, job_name="morning_scrape", status=S.FAILURE, tags={"orchestration/kind": "racing"})
+    with api.client() as client:
+        client.put("/tasks/sync_ollama_docs_monthly", json={"enabled": False})
+        stats = client.get("/stats").json()
+    assert stats["tasks_enabled"] == 2 and stats["tasks_currently_running"] == 1
+    assert stats["concurrent_limit"] == 5 and stats["scheduler_running"] is False
+    assert stats["execution_stats_24h"] == {"pending": 0, "running": 1, "success": 2, "failed": 1, "canceled": 0,
+                                            "timeout": 1}
+
+
+def test_schedulers_lists_both_locations_with_state_and_last_run(api: RunningApi) -> None:
+    instance = api.instance
+    run_id = create_run_for_test(instance, job_name="cleanup_job_runs", status=S.SUCCESS,
+                                 tags={"dagster/schedule_name": "cleanup_job_runs_schedule",
+                                       "racing/outcome": "partial"}).run_id
+    listed = api.client().get("/schedulers").json()
+    by_name = {item["name"]: item for item in listed}
+    assert {item["location"] for item in listed} == {"racing_orchestration", "maintenance_jobs"}
+    dispatcher = by_name["maintenance_dispatcher"]
+    assert dispatcher["type"] == "sensor" and dispatcher["state"] == "running"
+    assert dispatcher["minimum_interval_seconds"] == 60
+    cleanup = by_name["cleanup_job_runs_schedule"]
+    assert cleanup["type"] == "schedule" and cleanup["cron_schedule"]
+    assert cleanup["last_run_id"] == run_id and cleanup["last_run_outcome"] == "partial"
+    if cleanup["state"] == "running":
+        assert dt.datetime.fromisoformat(cleanup["next_tick_at"]) > dt.datetime.now(dt.UTC)
+    assert all(item["state"] in ("running", "stopped") for item in listed)

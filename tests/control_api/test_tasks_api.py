@@ -1,0 +1,173 @@
+"""The task endpoints over real HTTP against Postgres: CRUD, errors that name the field, trigger → a Dagster run."""
+
+from __future__ import annotations
+
+import dagster as dg
+import httpx
+import pytest
+
+from control_api.app import create_app
+from control_api.config import ApiSettings
+from tests.control_api.conftest import API_KEY, RunningApi, serve, task_body
+from local_stack.stack import free_port
+
+pytestmark = [pytest.mark.api, pytest.mark.integration]
+
+
+def test_crud_cycle(api: RunningApi) -> None:
+    with api.client() as client:
+        created = client.post("/tasks", json=task_body("nightly", service="backups"))
+        assert created.status_code == 201, created.text
+        assert created.json()["task_name"] == "nightly" and created.json()["id"] > 0
+        assert client.get("/tasks/nightly").json()["hour"] == 4
+        names = [t["task_name"] for t in client.get("/tasks", params={"service": "backups"}).json()]
+        assert names == ["nightly"]
+        updated = client.put("/tasks/nightly", json={"priority": 60, "enabled": False})
+        assert updated.status_code == 200, updated.text
+        assert updated.json()["priority"] == 60 and updated.json()["enabled"] is False
+        assert updated.json()["hour"] == 4  # untouched fields stay
+        disabled = [t["task_name"] for t in client.get("/tasks", params={"enabled": "false"}).json()]
+        assert "nightly" in disabled
+        enabled = [t["task_name"] for t in client.get("/tasks", params={"enabled": "true"}).json()]
+        assert "nightly" not in enabled
+        assert client.delete("/tasks/nightly").json() == {"deleted": "nightly"}
+        assert client.get("/tasks/nightly").status_code == 404
+        assert client.delete("/tasks/nightly").status_code == 404
+
+
+def test_duplicate_unknown_and_invalid_input(api: RunningApi) -> None:
+    with api.client() as client:
+        assert client.post("/tasks", json=task_body("dup")).status_code == 201
+        duplicate = client.post("/tasks", json=task_body("dup"))
+        assert duplicate.status_code == 409 and "dup" in duplicate.json()["detail"]
+        assert client.put("/tasks/nope", json={"priority": 3}).status_code == 404
+        assert client.post("/tasks/nope/trigger").status_code == 404
+        # Schema-level errors name the field (FastAPI's detail list).
+        bad_priority = client.post("/tasks", json=task_body("p", priority=500))
+        assert bad_priority.status_code == 422
+        assert bad_priority.json()["detail"][0]["loc"][-1] == "priority"
+        unknown_field = client.post("/tasks", json={**task_body("u"), "colour": "red"})
+        assert unknown_field.status_code == 422 and unknown_field.json()["detail"][0]["loc"][-1] == "colour"
+        # Registry-level errors (executor config, day never occurring) name the field too.
+        bad_config = client.post("/tasks", json=task_body("c", config={"message": "x", "delay_seconds": "soon"}))
+        assert bad_config.status_code == 422 and bad_config.json()["field"] == "config.delay_seconds"
+        bad_executor = client.post("/tasks", json=task_body("e", executor="no_such_executor", config={}))
+        assert bad_executor.status_code == 422 and bad_executor.json()["field"] == "executor"
+        feb30 = client.put("/tasks/dup", json={"month": 2, "day_of_month": 30})
+        assert feb30.status_code == 422 and feb30.json()["field"] == "day_of_month"
+        null_priority = client.put("/tasks/dup", json={"priority": None})
+        assert null_priority.status_code == 422 and null_priority.json()["field"] == "priority"
+        # Renaming onto a taken name is a conflict.
+        assert client.post("/tasks", json=task_body("other")).status_code == 201
+        assert client.put("/tasks/other", json={"task_name": "dup"}).status_code == 409
+        malformed = client.post("/tasks", content=b'{"task_name": ', headers={"Content-Type": "application/json"})
+        assert malformed.status_code == 422 and "JSON" in malformed.text
+        assert client.get("/tasks", params={"enabled": "maybe"}).status_code == 422
+        # Postgres cannot store NUL: a client error naming the field, not a driver crash.
+        nul = client.post("/tasks", json=task_body("n", description="a\x00b"))
+        assert nul.status_code == 422 and nul.json()["field"] == "description"
+        nul_config = client.put("/tasks/dup", json={"config": {"message": "\x00", "delay_seconds": 0}})
+        assert nul_config.status_code == 422 and nul_config.json()["field"] == "config.message"
+        assert client.get("/tasks", params={"service": "a\x00"}).status_code == 400
+        # Nothing was lost on the way: the first task is unchanged.
+        assert client.get("/tasks/dup").json()["priority"] == 50
+
+
+def test_trigger_launches_a_real_run_that_appears_in_executions(api: RunningApi) -> None:
+    with api.client() as client:
+        client.post("/tasks", json=task_body("pinger", service="infra", priority=10))
+        triggered = client.post("/tasks/pinger/trigger")
+        assert triggered.status_code == 200, triggered.text
+        run_id = triggered.json()["run_id"]
+        assert triggered.json()["dagster_url"] == f"http://dagster.test/runs/{run_id}"
+        run = api.instance.get_run_by_id(run_id)
+        assert run is not None and run.job_name == "example_executor"
+        assert run.status == dg.DagsterRunStatus.QUEUED  # submitted to the queue (limit of 5 applies)
+        assert run.tags["maintenance/triggered_by"] == "manual" and run.tags["orchestration/kind"] == "maintenance"
+        assert run.run_config == {"ops": {"run_example_executor": {"config": {"message": "hi", "delay_seconds": 0}}}}
+        items = client.get("/executions", params={"task_name": "pinger"}).json()["items"]
+        assert [i["run_id"] for i in items] == [run_id]
+        item = items[0]
+        assert (item["status"], item["service"], item["priority"], item["triggered_by"]) == (
+            "pending", "infra", 10, "manual")
+
+
+def test_unexpected_errors_return_an_id_and_no_details(registry_url: str) -> None:
+    def broken_instance() -> dg.DagsterInstance:
+        raise RuntimeError("cannot reach postgresql://dagster:hunter2@db:5432/dagster")
+
+    app = create_app(ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=broken_instance))
+    server, thread = serve(app, free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {API_KEY}"}
+        response = httpx.get(f"http://127.0.0.1:{port}/executions", headers=headers)
+        assert response.status_code == 500
+        body = response.json()
+        assert body["detail"] == "internal error" and len(body["error_id"]) == 12
+        assert "hunter2" not in response.text and "Traceback" not in response.text
+        health = httpx.get(f"http://127.0.0.1:{port}/health")
+        assert health.status_code == 503 and "hunter2" not in health.text
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_health_is_503_when_the_registry_database_is_unreachable(pg_instance: dg.DagsterInstance) -> None:
+    unreachable = "postgresql+psycopg2://nobody:secret-pw@127.0.0.1:1/registry"
+    app = create_app(ApiSettings(registry_url=unreachable, api_key=API_KEY, instance=lambda: pg_instance))
+    server, thread = serve(app, free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        import httpx
+
+        health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=30)
+        assert health.status_code == 503
+        assert health.json()["registry_database"].startswith("unreachable") and health.json()["dagster_storage"] == "ok"
+        assert "secret-pw" not in health.text
+        tasks = httpx.get(f"http://127.0.0.1:{port}/tasks", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
+        assert tasks.status_code == 503 and "secret-pw" not in tasks.text
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_health_is_200_with_daemon_heartbeat_ages(api: RunningApi) -> None:
+    import time
+
+    from dagster._daemon.types import DaemonHeartbeat
+
+    for daemon in ("SENSOR", "QUEUED_RUN_COORDINATOR"):
+        api.instance.add_daemon_heartbeat(DaemonHeartbeat(time.time() - 5, daemon, None, None))
+    health = api.client(None).get("/health")
+    assert health.status_code == 200
+    body = health.json()
+    assert body["status"] == "ok" and body["scheduler_running"] is True
+    assert 4 <= body["daemon_heartbeat_age_seconds"]["SENSOR"] < 60
+    stats = api.client().get("/stats").json()
+    assert stats["scheduler_running"] is True and stats["concurrent_limit"] == 5
+
+
+def test_trigger_without_a_reachable_webserver_is_503_and_launches_nothing(api_settings, pg_instance) -> None:
+    import dataclasses
+
+    from local_stack.stack import free_port
+    from control_api.app import create_app
+    from tests.control_api.conftest import serve
+
+    settings = dataclasses.replace(api_settings, dagster_webserver_url=f"http://127.0.0.1:{free_port()}")
+    server, thread = serve(create_app(settings), free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {API_KEY}"},
+                          timeout=30) as client:
+            assert client.post("/tasks", json=task_body("pinger")).status_code == 201
+            answer = client.post("/tasks/pinger/trigger")
+            assert answer.status_code == 503
+            assert "cannot launch runs now" in answer.json()["detail"]
+        assert pg_instance.get_runs() == []
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

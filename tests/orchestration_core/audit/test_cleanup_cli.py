@@ -1,0 +1,45 @@
+"""`racing cleanup` against the instance DAGSTER_HOME configures (Postgres): dry run, real run, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import dagster as dg
+import pytest
+
+from racing_orchestration.cli import main
+from tests.orchestration_core.audit.run_factory import RunFactory
+
+pytestmark = pytest.mark.integration
+S = dg.DagsterRunStatus
+
+
+def test_cleanup_cli_dry_run_then_real_run(pg_instance, dagster_home, capsys) -> None:
+    factory = RunFactory(pg_instance)
+    old = [factory.recorded(S.SUCCESS, age_days=20).run_id for _ in range(2)]
+    old_failed = factory.recorded(S.FAILURE, age_days=20).run_id
+    recent = factory.recorded(S.SUCCESS, age_days=2).run_id
+
+    assert main(["cleanup", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 2 successful runs" in out and "failed=1" in out
+    assert all(pg_instance.get_run_by_id(r) for r in [*old, old_failed, recent])
+
+    assert main(["cleanup", "--older-than-days", "14", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["deleted"] == 2 and report["dry_run"] is False
+    assert [pg_instance.get_run_by_id(r) is None for r in [*old, old_failed, recent]] == [True, True, False, False]
+    # Both invocations are themselves in the audit trail, as runs of cleanup_job_runs.
+    cli_runs = pg_instance.get_runs(dg.RunsFilter(job_name="cleanup_job_runs", tags={"racing/trigger": "cli"}))
+    assert len(cli_runs) == 2 and all(r.status == S.SUCCESS for r in cli_runs)
+    assert report["run_id"] in {r.run_id for r in cli_runs}
+
+    assert main(["cleanup", "--older-than-days", "1"]) == 0
+    assert "deleted 1 successful runs" in capsys.readouterr().out  # the 2-day-old run
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "two"])
+def test_cleanup_cli_rejects_bad_days(dagster_home, capsys, bad) -> None:
+    with pytest.raises(SystemExit):
+        main(["cleanup", "--older-than-days", bad])
+    assert f"expected a positive integer, got '{bad}'" in capsys.readouterr().err

@@ -1,0 +1,256 @@
+"""Checkpoint jobs in process against Postgres and the simulated feed on a socket (its clock driven by the test)."""
+
+import datetime as dt
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+from dagster._core.definitions.policy import calculate_delay
+
+from racing_orchestration.checkpoints import sensors
+from racing_orchestration.checkpoints.jobs import (
+    POST_RACE_DELAYS_SECONDS,
+    PRE_RACE_RETRY_POLICY,
+    build_checkpoint_jobs,
+    checkpoint_run_config,
+)
+from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint
+from racing_orchestration.race_db.queries import dividends_for_race, final_dividends, odds_for_race, race_row, results_for_race
+from orchestration_core.run_outcome import TAG_OUTCOME
+from racing_orchestration.tab.client import TabClient
+from racing_orchestration.tab.sim_engine import SimFeedConfig
+from racing_orchestration.tab.sim_feed import SimFeedServer
+from tests.racing_orchestration.checkpoint_support import Clock, pick_race, seed_day
+
+DAY = dt.date(2026, 11, 29)
+FAST = dg.RetryPolicy(max_retries=2, delay=0.05, backoff=dg.Backoff.LINEAR)
+JOBS = build_checkpoint_jobs(FAST)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("attempt", "seconds"), [(1, 60), (2, 120)])
+def test_pre_race_retry_policy_waits_one_then_two_minutes(attempt, seconds) -> None:
+    policy = PRE_RACE_RETRY_POLICY
+    assert policy.max_retries == 2
+    assert calculate_delay(attempt, policy.backoff, policy.jitter, policy.delay) == seconds
+
+
+@pytest.mark.unit
+def test_post_race_chain_is_five_five_ten_minutes() -> None:
+    assert POST_RACE_DELAYS_SECONDS == (300, 300, 600)
+
+
+class EventClock:
+    """Simulated time that moves `step` forward on every /events request: attempt k sees base + k * step."""
+
+    def __init__(self, base: dt.datetime, step: dt.timedelta) -> None:
+        self.base, self.step, self.feed = base, step, None
+
+    def __call__(self) -> dt.datetime:
+        served = self.feed._counts["/events/{id}"] if self.feed is not None else 0  # noqa: SLF001 - test clock
+        return self.base + self.step * served
+
+
+def _server(clock, **config) -> SimFeedServer:
+    server = SimFeedServer(SimFeedConfig(seed=7, **config), now=clock)
+    if isinstance(clock, EventClock):
+        clock.feed = server.feed
+    return server.start()
+
+
+def _client(server: SimFeedServer, **kw) -> TabClient:
+    return TabClient(base_url=server.base_url, retry_backoff_seconds=0.01, timeout_seconds=5, **kw)
+
+
+def _run(job_name, race_id, checkpoint, instance, client, race_db, delays=None, tags=None):
+    config = checkpoint_run_config(race_id, checkpoint, "2026-11-29T00:00:00+00:00")
+    if delays is not None:
+        config["ops"]["check_race_result"]["config"]["retry_delays_seconds"] = delays
+    return JOBS[checkpoint].execute_in_process(
+        run_config=config, instance=instance, resources={"tab_client": client, "race_db": race_db},
+        tags={"racing/race_id": race_id, **(tags or {})}, raise_on_error=False,
+    )
+
+
+def _seed(server: SimFeedServer, race_db, clock: Clock, countries=("NZ",)):
+    at = clock.now
+    clock.now = dt.datetime.combine(DAY, dt.time(6), tzinfo=dt.UTC) - dt.timedelta(hours=13)  # 06:00 NZ-ish
+    seed_day(server.feed, race_db, DAY, countries=countries)
+    clock.now = at
+
+
+@pytest.mark.integration
+def test_pre_race_snapshot_stores_one_row_per_runner(pg_instance, race_db) -> None:
+    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(clock) as server:
+        meeting, race = pick_race(server.feed.day(DAY))
+        _seed(server, race_db, clock)
+        with race_db.begin() as conn:
+            claim_checkpoint(conn, race.race_id, "t60", race.scheduled_start - dt.timedelta(minutes=60))
+        clock.now = race.scheduled_start - dt.timedelta(minutes=60)
+        result = _run("pre_race_t60", race.race_id, "t60", pg_instance, _client(server), race_db)
+        assert result.success
+        rows = {}
+        with race_db.connect() as conn:
+            rows = odds_for_race(conn, race.race_id, "t60")
+            ledger = checkpoint_row(conn, race.race_id, "t60")
+            scrapes = conn.execute(sa.text("SELECT count(*) FROM scrapes WHERE run_id = :r"), {"r": result.run_id}).scalar()
+        assert len(rows) == len(race.runners)
+        assert all(r.fixed_win and r.pool_win and r.fixed_place for r in rows if not r.is_scratched)
+        assert (ledger.state, ledger.run_id) == ("done", result.run_id)
+        assert scrapes == 1
+        run = pg_instance.get_run_by_id(result.run_id)
+        assert run.tags[TAG_OUTCOME] == "success" and run.tags["racing/meeting_id"] == meeting.meeting_id
+        assert run.tags["racing/checkpoint"] == "t60" and run.tags["orchestration/kind"] == "racing"
+
+
+@pytest.mark.integration
+def test_pre_race_t15_records_a_delayed_start(pg_instance, race_db) -> None:
+    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(clock) as server:
+        _, race = pick_race(server.feed.day(DAY), delayed=True)
+        _seed(server, race_db, clock)
+        clock.now = race.scheduled_start - dt.timedelta(minutes=9)  # the delay is announced 10 min before
+        result = _run("pre_race_t15", race.race_id, "t15", pg_instance, _client(server), race_db)
+        assert result.success
+        with race_db.connect() as conn:
+            row = race_row(conn, race.race_id)
+        assert row.start_time == race.scheduled_start + race.delay
+        assert row.previous_start_time == race.scheduled_start
+
+
+@pytest.mark.integration
+def test_transient_errors_retry_then_succeed_or_fail(pg_instance, race_db) -> None:
+    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(clock) as server:
+        _, race = pick_race(server.feed.day(DAY))
+        _seed(server, race_db, clock)
+        clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+        client = _client(server, max_attempts=1)
+        server.feed.queue_faults("5xx", "5xx")
+        ok = _run("pre_race_t15", race.race_id, "t15", pg_instance, client, race_db)
+        assert ok.success
+        assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in ok.all_events) == 2
+        server.feed.queue_faults("5xx", "5xx", "5xx")
+        failed = _run("pre_race_t15", race.race_id, "t15", pg_instance, client, race_db)
+        assert not failed.success
+        run = pg_instance.get_run_by_id(failed.run_id)
+        assert run.tags[TAG_OUTCOME] == "failed" and "503" in run.tags["racing/error"]
+
+
+def _chain(race, pg_instance, race_db, client, monkeypatch, delays=(0.05, 0.05, 0.1)):
+    """Run attempt 0 as the T+5 sensor would, then, while the ledger says waiting_final, tick the post-race sensor
+    with its clock just past next_attempt_at and run what it requests: the chain with no run waiting in between."""
+    with race_db.begin() as conn:
+        claim_checkpoint(conn, race.race_id, "post", race.jump() + dt.timedelta(minutes=5))
+    results = [_run("post_race_t5", race.race_id, "post", pg_instance, client, race_db, list(delays))]
+    requests = []
+    while True:
+        with race_db.connect() as conn:
+            ledger = checkpoint_row(conn, race.race_id, "post")
+        if ledger.state != "waiting_final":
+            return results, requests, ledger
+        assert ledger.run_id == results[-1].run_id and ledger.attempt == len(results) - 1
+        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at - dt.timedelta(seconds=1))
+        with dg.build_sensor_context(instance=pg_instance, resources={"race_db": race_db}) as context:
+            early = sensors.post_race_t5_sensor(context)
+        assert not [r for r in getattr(early, "run_requests", None) or [] if r.tags["racing/race_id"] == race.race_id]
+        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at + dt.timedelta(seconds=1))
+        with dg.build_sensor_context(instance=pg_instance, resources={"race_db": race_db}) as context:
+            tick = sensors.post_race_t5_sensor(context)
+        [request] = [r for r in tick.run_requests if r.tags["racing/race_id"] == race.race_id]
+        requests.append(request)
+        config = request.run_config
+        config["ops"]["check_race_result"]["config"]["retry_delays_seconds"] = list(delays)
+        results.append(JOBS["post"].execute_in_process(
+            run_config=config, instance=pg_instance, resources={"tab_client": client, "race_db": race_db},
+            tags=request.tags, raise_on_error=False))
+
+
+def _assert_chain_audit(pg_instance, results, requests, race_id) -> None:
+    for n, (request, result) in enumerate(zip(requests, results[1:], strict=True), start=1):
+        assert request.run_key == f"{race_id}:post:{n}"
+        assert request.tags["racing/previous_run_id"] == results[n - 1].run_id
+        assert pg_instance.get_run_by_id(result.run_id).tags["racing/attempt"] == str(n)
+    for result in results:
+        assert result.success
+        assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)  # nobody waits in a run
+    for result in results[:-1]:
+        tags = pg_instance.get_run_by_id(result.run_id).tags
+        assert tags["racing/awaiting_final"] == "true" and tags[TAG_OUTCOME] == "success"
+    awaiting = pg_instance.get_runs(dg.RunsFilter(tags={"racing/awaiting_final": "true"}))  # filterable
+    assert {r.run_id for r in awaiting} == {r.run_id for r in results[:-1]}
+
+
+@pytest.mark.integration
+def test_post_race_interim_then_final_across_the_chain(pg_instance, race_db, monkeypatch) -> None:
+    seed_clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(seed_clock) as seeder:
+        _, race = pick_race(seeder.feed.day(DAY))
+        _seed(seeder, race_db, seed_clock)
+    jump = race.jump()
+    clock = EventClock(jump + dt.timedelta(seconds=30), dt.timedelta(seconds=60))
+    # Attempts see jump+90 s, +150 s (Interim), +210 s (Final).
+    with _server(clock, interim_after_seconds=60, final_after_seconds=200) as server:
+        results, requests, ledger = _chain(race, pg_instance, race_db, _client(server), monkeypatch)
+        assert len(results) == 3
+        _assert_chain_audit(pg_instance, results, requests, race.race_id)
+        assert results[-1].output_for_node("check_race_result")["outcome"] == "final"
+        assert (ledger.state, ledger.attempt, ledger.run_id) == ("done", 2, results[-1].run_id)
+        assert ledger.previous_run_id == results[1].run_id
+        with race_db.connect() as conn:
+            stored = results_for_race(conn, race.race_id)
+            final = final_dividends(conn, race.race_id)
+            interim = dividends_for_race(conn, race.race_id, status="Interim")
+        assert stored and not any(r.is_provisional for r in stored)
+        assert [r.runner_number for r in stored][:3] == list(race.finish_order[:3])
+        assert final and all(d.status == "Final" for d in final)
+        assert interim  # stored while Interim, kept apart from the Final set
+        assert not {d.dividend_id for d in final} & {d.dividend_id for d in interim}
+        assert pg_instance.get_run_by_id(results[-1].run_id).tags[TAG_OUTCOME] == "success"
+
+
+@pytest.mark.integration
+def test_post_race_still_interim_after_the_chain_ends_partial(pg_instance, race_db, monkeypatch) -> None:
+    seed_clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(seed_clock) as seeder:
+        _, race = pick_race(seeder.feed.day(DAY))
+        _seed(seeder, race_db, seed_clock)
+    clock = EventClock(race.jump() + dt.timedelta(seconds=30), dt.timedelta(seconds=60))
+    with _server(clock, interim_after_seconds=60, final_after_seconds=3600) as server:
+        results, requests, ledger = _chain(race, pg_instance, race_db, _client(server), monkeypatch)
+        assert len(results) == 4
+        _assert_chain_audit(pg_instance, results, requests, race.race_id)
+        with race_db.connect() as conn:
+            stored = results_for_race(conn, race.race_id)
+            final = final_dividends(conn, race.race_id)
+        assert stored and all(r.is_provisional for r in stored)
+        assert final == []
+        assert (ledger.state, ledger.attempt) == ("provisional", 3)
+        run = pg_instance.get_run_by_id(results[-1].run_id)
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        assert run.tags[TAG_OUTCOME] == "partial" and run.tags["racing/provisional"] == "true"
+        assert "still Interim after 4 checks" in run.tags["racing/error"]
+
+
+@pytest.mark.integration
+def test_post_race_abandoned_marks_and_stops(pg_instance, race_db) -> None:
+    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(clock) as server:
+        _, race = pick_race(server.feed.day(DAY), abandoned=True, countries=("NZ", "AUS"))
+        _seed(server, race_db, clock, countries=("NZ", "AUS"))
+        clock.now = race.scheduled_start + dt.timedelta(minutes=5)
+        result = _run("post_race_t5", race.race_id, "post", pg_instance, _client(server), race_db, [0.05, 0.05, 0.1])
+        assert result.success
+        assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+        with race_db.connect() as conn:
+            assert race_row(conn, race.race_id).status == "Abandoned"
+            assert results_for_race(conn, race.race_id) == []
+
+
+@pytest.mark.integration
+def test_unknown_race_fails_clearly_without_retries(pg_instance, race_db, sim_feed) -> None:
+    result = _run("pre_race_t60", "no-such-race", "t60", pg_instance, _client(sim_feed), race_db)
+    assert not result.success
+    assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+    assert "404" in pg_instance.get_run_by_id(result.run_id).tags["racing/error"]

@@ -1,0 +1,257 @@
+"""Checkpoint sensors: pure timing decisions, and a whole simulated racing day ticked every 15 s on Postgres."""
+
+import datetime as dt
+from collections import defaultdict
+from contextlib import ExitStack
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+
+from dagster._core.storage.tags import RUN_KEY_TAG
+
+from racing_orchestration.checkpoints import sensors
+from racing_orchestration.checkpoints.jobs import POST_RACE_DELAYS_SECONDS
+from racing_orchestration.checkpoints.windows import CHECKPOINTS, GRACE, Action, decide, run_key
+from racing_orchestration.race_db.checkpoints import await_next_attempt, update_checkpoint
+from racing_orchestration.race_db.store import upsert_event
+from racing_orchestration.tab.sim_engine import SimFeed, SimFeedConfig
+from tests.racing_orchestration.checkpoint_support import Clock, fetch_event, seed_day
+
+START = dt.datetime(2026, 11, 29, 1, 0, tzinfo=dt.UTC)
+T60, T15, POST = CHECKPOINTS["t60"], CHECKPOINTS["t15"], CHECKPOINTS["post"]
+TICK = dt.timedelta(seconds=15)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("spec", "minutes_after_due", "status", "action"),
+    [
+        (T60, -0.1, "Open", Action.WAIT),
+        (T60, 0, "Open", Action.REQUEST),
+        (T60, 2, "Open", Action.REQUEST),
+        (T60, 3, "Open", Action.REQUEST_LATE),
+        (T60, 59, "Open", Action.REQUEST_LATE),
+        (T60, 61, "Open", Action.SKIP),  # race started: pre-race odds are gone
+        (T15, 5, "Closed", Action.SKIP),
+        (T15, 0, "Abandoned", Action.SKIP),
+        (POST, 0, "Abandoned", Action.SKIP),
+        (POST, 0, "Open", Action.REQUEST),  # delayed jump: the results check's own retries wait for it
+        (POST, 150, "Final", Action.REQUEST_LATE),
+        (POST, 181, "Final", Action.SKIP),
+    ],
+)
+def test_decide(spec, minutes_after_due, status, action) -> None:
+    now = START + spec.offset + dt.timedelta(minutes=minutes_after_due)
+    decision = decide(spec, START, status, now)
+    assert decision.action == action
+    if action in (Action.SKIP, Action.REQUEST_LATE):
+        assert decision.reason  # never silent
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("spec", "attempt", "key"), [(T60, 0, "r1:t60"), (POST, 0, "r1:post"), (POST, 3, "r1:post:3")])
+def test_run_key_names_the_chain_attempt(spec, attempt, key) -> None:
+    assert run_key("r1", spec, attempt) == key
+
+
+def _context(instance, race_db):
+    return dg.build_sensor_context(instance=instance, resources={"race_db": race_db})
+
+
+def _tick(sensor, instance, race_db):
+    with dg.build_sensor_context(instance=instance, resources={"race_db": race_db}) as context:
+        return sensor(context)
+
+
+def _requests(result) -> list[dg.RunRequest]:
+    return list(result.run_requests or []) if isinstance(result, dg.SensorResult) else []
+
+
+def _next_due(message: str) -> dt.datetime:
+    if "next due at " not in message:
+        return dt.datetime.max.replace(tzinfo=dt.UTC)
+    stamp = message.split("next due at ")[1][:19]
+    return dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.UTC)
+
+
+def _simulate_run(conn, feed, request, name: str, now: dt.datetime, stuck: str) -> str:
+    """What the requested run does to the race DB and the ledger (the job itself is tested in test_checkpoint_jobs)."""
+    race_id = request.tags["racing/race_id"]
+    attempt = int(request.tags.get("racing/attempt", "0"))
+    run_id = f"run-{race_id}-{name}-{attempt}"
+    update_checkpoint(conn, race_id, name, state="running", run_id=run_id)
+    event = fetch_event(feed, race_id)
+    upsert_event(conn, event)  # status and start-time changes
+    status = "Interim" if race_id == stuck and event.race.status == "Final" else event.race.status
+    if status == "Abandoned":
+        state = "abandoned"
+    elif name != "post" or status == "Final":
+        state = "done"
+    elif attempt < len(POST_RACE_DELAYS_SECONDS):
+        await_next_attempt(conn, race_id, name, attempt=attempt, run_id=run_id,
+                           next_attempt_at=now + dt.timedelta(seconds=POST_RACE_DELAYS_SECONDS[attempt]))
+        return run_id
+    else:
+        state = "provisional"
+    update_checkpoint(conn, race_id, name, state=state)
+    return run_id
+
+
+@pytest.mark.integration
+def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, race_db, monkeypatch) -> None:
+    clock = Clock(dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.UTC))  # 06:00 NZDT on 29 Nov
+    # Final 800 s after the jump: post-race attempts at jump+300 and +600 see Interim, +900 sees Final.
+    feed = SimFeed(SimFeedConfig(seed=7, final_after_seconds=800), now=clock)
+    day = clock.now.astimezone(dt.timezone(dt.timedelta(hours=13))).date()
+    seed_day(feed, race_db, day)
+    monkeypatch.setattr(sensors, "sensor_now", clock)
+    sim_races = {race.race_id: race for meeting in feed.day(day) if meeting.country in ("NZ", "AUS")
+                 for race in meeting.races}
+    # One race whose result is never declared Final (a protest): attempts 0..3, then provisional.
+    stuck = next(r.race_id for r in sorted(sim_races.values(), key=lambda r: r.scheduled_start)
+                 if r.abandoned_at is None and not r.delay)
+    first = min(r.scheduled_start for r in sim_races.values()) - dt.timedelta(minutes=62)
+    last = max(r.jump() for r in sim_races.values()) + dt.timedelta(minutes=27)
+    clock.now = first
+    requests: dict[tuple[str, str], list[tuple[int, dt.datetime]]] = defaultdict(list)
+    run_ids: dict[tuple[str, str, int], str] = {}
+    skips: list[str] = []
+    restarted = False
+    evaluated = 0
+    # One context per sensor, as the daemon's code server keeps its resources; rebuilt at the restart below.
+    contexts = ExitStack()
+    built = {name: contexts.enter_context(_context(pg_instance, race_db)) for name in CHECKPOINTS}
+    while clock.now <= last:
+        tick_requested = False
+        evaluated += 1
+        for name, sensor in sensors.CHECKPOINT_SENSORS.items():
+            result = sensor(built[name])
+            if isinstance(result, dg.SkipReason):
+                assert result.skip_message.startswith(f"No {CHECKPOINTS[name].label} checkpoint due")
+                skips.append(result.skip_message)
+            for request in _requests(result):
+                race_id = request.tags["racing/race_id"]
+                attempt = int(request.tags.get("racing/attempt", "0"))
+                scheduled = dt.datetime.fromisoformat(request.tags["racing/scheduled_for"])
+                assert request.run_key == (f"{race_id}:{name}" if attempt == 0 else f"{race_id}:{name}:{attempt}")
+                assert scheduled <= clock.now < scheduled + TICK, (race_id, name, scheduled, clock.now)  # none early
+                assert "racing/late" not in request.tags
+                if attempt:
+                    assert request.tags["racing/previous_run_id"] == run_ids[(race_id, name, attempt - 1)]
+                    assert request.run_config["ops"]["check_race_result"]["config"]["attempt"] == attempt
+                requests[(race_id, name)].append((attempt, clock.now))
+                tick_requested = True
+                with race_db.begin() as conn:
+                    run_ids[(race_id, name, attempt)] = _simulate_run(conn, feed, request, name, clock.now, stuck)
+        if not tick_requested and (restarted or clock.now + dt.timedelta(hours=1) < first + dt.timedelta(hours=6)):
+            # Every sensor skipped and named its next due time: the ticks before that one are idle, so jump to the
+            # last 15 s tick before it (a wrong hint would show up as a late or missing request below).
+            hint = min(_next_due(message) for message in skips[-3:])
+            ticks = max(1, int((hint - clock.now) / TICK))
+            clock.advance(seconds=15 * min(ticks - 1, 200))
+        if not restarted and clock.now >= first + dt.timedelta(hours=6):
+            # Daemon restart and the cleanup job deleting every run: the same tick again requests nothing.
+            restarted = True
+            pg_instance.wipe()
+            contexts.close()
+            built = {name: contexts.enter_context(_context(pg_instance, race_db)) for name in CHECKPOINTS}
+            assert all(not _requests(_tick(s, pg_instance, race_db)) for s in sensors.CHECKPOINT_SENSORS.values())
+        clock.advance(seconds=15)
+    contexts.close()
+    assert restarted
+    print(f"{evaluated} ticks evaluated, {len(requests)} requests")
+    for (race_id, name), taken in requests.items():
+        assert [attempt for attempt, _ in taken] == list(range(len(taken))), ("requested twice or out of order", taken)
+        if name != "post":
+            assert len(taken) == 1
+        for (attempt, at), (_, following) in zip(taken, taken[1:], strict=False):
+            wait = dt.timedelta(seconds=POST_RACE_DELAYS_SECONDS[attempt])
+            assert wait <= following - at < wait + TICK, (race_id, attempt, following - at)  # the 5/5/10 chain
+    for race_id, race in sim_races.items():
+        taken = {name for name in CHECKPOINTS if (race_id, name) in requests}
+        if race.abandoned_at is None:
+            assert taken == {"t60", "t15", "post"}, (race_id, taken)
+        else:
+            # The first run that sees the abandonment is the last one.
+            seen = [name for name in ("t60", "t15", "post") if name in taken]
+            assert seen and seen == ["t60", "t15", "post"][: len(seen)]
+            assert requests[(race_id, seen[-1])][0][1] >= race.abandoned_at or seen[-1] == "post"
+    with race_db.connect() as conn:
+        ledger = conn.execute(sa.text("SELECT state, note, count(*) FROM race_checkpoints GROUP BY 1, 2")).all()
+        posts = {row.race_id: row for row in conn.execute(sa.text(
+            "SELECT race_id, state, attempt FROM race_checkpoints WHERE checkpoint = 'post'"))}
+    # A plain race: Interim at attempts 0 and 1, Final at attempt 2 (T+5, T+10, T+15), nothing after.
+    plain = next(r for r in sim_races.values() if r.abandoned_at is None and not r.delay and r.race_id != stuck)
+    chain = requests[(plain.race_id, "post")]
+    assert [a for a, _ in chain] == [0, 1, 2]
+    due = plain.scheduled_start + dt.timedelta(minutes=5)
+    for (_, at), offset in zip(chain, (0, 5, 10), strict=True):
+        assert due + dt.timedelta(minutes=offset) <= at < due + dt.timedelta(minutes=offset) + TICK
+    assert (posts[plain.race_id].state, posts[plain.race_id].attempt) == ("done", 2)
+    assert [a for a, _ in requests[(stuck, "post")]] == [0, 1, 2, 3]
+    assert (posts[stuck].state, posts[stuck].attempt) == ("provisional", 3)
+    states = {(state, note): n for state, note, n in ledger}
+    assert sum(states.values()) == 3 * len(sim_races)
+    assert {state for state, _ in states} <= {"done", "abandoned", "provisional", "skipped"}
+    assert all(note == "race abandoned" for state, note in states if state == "skipped")
+    assert any("next due at" in message for message in skips)
+
+
+def _nz_day(race_db, monkeypatch) -> tuple[Clock, list]:
+    """29 Nov's NZ races stored (06:00 NZDT scrape) and the sensors on a controllable clock; races by start time."""
+    clock = Clock(dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.UTC))
+    feed = SimFeed(SimFeedConfig(seed=7), now=clock)
+    seed_day(feed, race_db, dt.date(2026, 11, 29), countries=("NZ",))
+    monkeypatch.setattr(sensors, "sensor_now", clock)
+    races = sorted((r for m in feed.day(dt.date(2026, 11, 29)) if m.country == "NZ" for r in m.races),
+                   key=lambda r: r.scheduled_start)
+    return clock, races
+
+
+@pytest.mark.integration
+def test_a_claimed_checkpoint_no_run_picked_up_is_requested_again(pg_instance, race_db, monkeypatch) -> None:
+    """Daemon crash between the claim and the launch: the same run key is requested again after LAUNCH_GAP."""
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
+    sensor = sensors.CHECKPOINT_SENSORS["t15"]
+    clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+    first = [r for r in _requests(_tick(sensor, pg_instance, race_db)) if r.tags["racing/race_id"] == race.race_id]
+    assert len(first) == 1  # claimed; the daemon "crashes" before launching it
+    clock.advance(seconds=60)
+    assert not _requests(_tick(sensor, pg_instance, race_db))  # within the gap: nothing
+    clock.advance(seconds=65)
+    again = [r for r in _requests(_tick(sensor, pg_instance, race_db)) if r.tags["racing/race_id"] == race.race_id]
+    assert [r.run_key for r in again] == [first[0].run_key]
+    assert again[0].run_config == first[0].run_config
+    # This time the run exists (launched, still queued): no third request, even after another gap.
+    pg_instance.create_run_for_job(job_def=sensors.CHECKPOINT_JOBS["t15"], run_config=again[0].run_config,
+                                   tags={**again[0].tags, RUN_KEY_TAG: again[0].run_key})
+    clock.advance(seconds=130)
+    assert not _requests(_tick(sensor, pg_instance, race_db))
+    # A run that started marks the ledger with its run id: never requested again.
+    with race_db.begin() as conn:
+        update_checkpoint(conn, race.race_id, "t15", state="running", run_id="run-1")
+    clock.advance(seconds=130)
+    assert not _requests(_tick(sensor, pg_instance, race_db))
+
+
+@pytest.mark.integration
+def test_after_an_outage_pre_race_is_taken_late_or_skipped_with_a_reason(pg_instance, race_db, monkeypatch) -> None:
+    clock, races = _nz_day(race_db, monkeypatch)
+    target = races[3]
+    # The daemon comes back 30 min after this race's T-60: T-60 is taken late, earlier started races are skipped.
+    clock.now = target.scheduled_start - dt.timedelta(minutes=30)
+    result = _tick(sensors.CHECKPOINT_SENSORS["t60"], pg_instance, race_db)
+    by_race = {r.tags["racing/race_id"]: r for r in _requests(result)}
+    assert by_race[target.race_id].tags["racing/late"] == "true"
+    with race_db.connect() as conn:
+        rows = {row.race_id: row for row in conn.execute(sa.text("SELECT * FROM race_checkpoints WHERE checkpoint='t60'"))}
+    assert rows[target.race_id].state == "requested_late" and "late by 1800 s" in rows[target.race_id].note
+    started = [r for r in races if r.scheduled_start <= clock.now]
+    for race in started:
+        assert rows[race.race_id].state == "skipped" and "race already started" in rows[race.race_id].note
+    # Nothing new: a skip reason that names why.
+    again = _tick(sensors.CHECKPOINT_SENSORS["t60"], pg_instance, race_db)
+    assert isinstance(again, dg.SkipReason) and "next due at" in again.skip_message
+    assert GRACE == dt.timedelta(minutes=2)
