@@ -8,26 +8,39 @@ concurrency at almost no cost, while every step keeps its own events, retries an
 It follows the in-process executor's loop (`inner_plan_execution_iterator`) but hands each step's event sequence to
 a worker thread; the orchestrating thread alone touches `ActiveExecution`, so its bookkeeping stays single-threaded.
 Steps share the run's resources, which must therefore be thread-safe (httpx clients and SQLAlchemy engines are).
+Like the in-process executor it captures the run process's stdout/stderr as the run's compute logs (one capture for
+all steps, which the UI shows per run), and it honours `tag_concurrency_limits` on step tags as the multiprocess
+executor does. This module and orchestration_core/dagster_internals.py are the only users of Dagster's private APIs.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 from dagster._core.events import DagsterEvent, EngineEventData
 from dagster._core.execution.api import ExecuteRunWithPlanIterable
+from dagster._core.execution.compute_logs import create_compute_log_file_key
 from dagster._core.execution.context.system import PlanExecutionContext, PlanOrchestrationContext
 from dagster._core.execution.context_creation_job import PlanExecutionContextManager
-from dagster._core.execution.plan.execute_plan import _trigger_hook, dagster_event_sequence_for_step
+from dagster._core.execution.plan.execute_plan import (
+    _handle_compute_log_setup_error,
+    _handle_compute_log_teardown_error,
+    _trigger_hook,
+    dagster_event_sequence_for_step,
+)
 from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
 from dagster._core.execution.plan.objects import StepFailureData
 from dagster._core.execution.plan.plan import ExecutionPlan
 from dagster._core.execution.retries import RetryMode
+from dagster._core.execution.tags import get_tag_concurrency_limits_config
 from dagster._core.executor.base import Executor
 from dagster._utils.error import serializable_error_info_from_exc_info
 
@@ -44,9 +57,15 @@ class _StepFinished:
 class ThreadPoolExecutor(Executor):
     """Runs up to `max_concurrent` steps of a run at once, each in its own thread."""
 
-    def __init__(self, retries: RetryMode, max_concurrent: int = DEFAULT_MAX_THREADS) -> None:
+    def __init__(
+        self,
+        retries: RetryMode,
+        max_concurrent: int = DEFAULT_MAX_THREADS,
+        tag_concurrency_limits: list[dict[str, Any]] | None = None,
+    ) -> None:
         self._retries = retries
         self.max_concurrent = max_concurrent
+        self.tag_concurrency_limits = tag_concurrency_limits or []
 
     @property
     def retries(self) -> RetryMode:
@@ -88,7 +107,22 @@ class ThreadPoolExecutor(Executor):
         instance_concurrency_context: InstanceConcurrencyContext | None = None,
     ) -> Iterator[DagsterEvent]:
         with InstanceConcurrencyContext(job_context.instance, job_context.dagster_run) as concurrency_context:
-            yield from self._run_steps(job_context, execution_plan, concurrency_context)
+            with ExitStack() as capture_stack:
+                # The whole run process's stdout/stderr, as the in-process executor captures it: threads share the
+                # process's file descriptors, so one capture holds every step's output.
+                compute_log_manager = job_context.instance.compute_log_manager
+                step_keys = [step.key for step in execution_plan.get_steps_to_execute_in_topo_order()]
+                log_key = compute_log_manager.build_log_key_for_run(job_context.run_id, create_compute_log_file_key())
+                try:
+                    log_context = capture_stack.enter_context(compute_log_manager.capture_logs(log_key))
+                    yield DagsterEvent.capture_logs(job_context, step_keys, log_key, log_context)
+                except Exception:
+                    yield from _handle_compute_log_setup_error(job_context, sys.exc_info())
+                yield from self._run_steps(job_context, execution_plan, concurrency_context)
+                try:
+                    capture_stack.close()
+                except Exception:
+                    yield from _handle_compute_log_teardown_error(job_context, sys.exc_info())
 
     def _run_steps(
         self,
@@ -102,6 +136,7 @@ class ThreadPoolExecutor(Executor):
         with execution_plan.start(
             retry_mode=job_context.retry_mode,
             max_concurrent=self.max_concurrent,
+            tag_concurrency_limits=self.tag_concurrency_limits,
             instance_concurrency_context=concurrency_context,
         ) as active_execution:
             while not active_execution.is_complete:
@@ -179,6 +214,8 @@ def _run_step_in_thread(step_key: str, step_context, events: queue.Queue) -> Non
         "retries": dg.Field(
             dg.Selector({"enabled": {}, "disabled": {}}), default_value={"enabled": {}}, is_required=False
         ),
+        # Limits on steps by their op tags, e.g. [{"key": "tab/api", "limit": 2}] (the multiprocess executor's form).
+        "tag_concurrency_limits": get_tag_concurrency_limits_config(),
     },
 )
 def threadpool_executor(init_context: dg.InitExecutorContext) -> ThreadPoolExecutor:
@@ -187,5 +224,9 @@ def threadpool_executor(init_context: dg.InitExecutorContext) -> ThreadPoolExecu
     max_concurrent = config["max_concurrent"]
     if max_concurrent < 1:
         raise dg.DagsterInvalidConfigError("threadpool executor", [], f"max_concurrent must be >= 1, got {max_concurrent}")
-    return ThreadPoolExecutor(retries=RetryMode.from_config(config["retries"]), max_concurrent=max_concurrent)
+    return ThreadPoolExecutor(
+        retries=RetryMode.from_config(config["retries"]),
+        max_concurrent=max_concurrent,
+        tag_concurrency_limits=config.get("tag_concurrency_limits"),
+    )
 
