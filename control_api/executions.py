@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import dagster as dg
 import sqlalchemy as sa
-from dagster._core.storage.runs.schema import RunTagsTable
-from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
 from pydantic import BaseModel
 
 from maintenance_jobs.tags import (
@@ -34,6 +32,7 @@ from maintenance_jobs.tags import (
     TAG_TASK,
     TAG_TRIGGERED_BY,
 )
+from orchestration_core.dagster_internals import RunTagsTable, SqlRunStorage
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
 
 S = dg.DagsterRunStatus

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 import dagster as dg
 import sqlalchemy as sa
-from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from control_api.status import concurrent_limit
 from maintenance_jobs.database.tables import scheduled_tasks
+from orchestration_core.dagster_internals import RunTagsTable, RunsTable
 from orchestration_core.run_outcome import TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED, TAG_KIND, TAG_OUTCOME, outcome_of
 
 log = logging.getLogger(__name__)

@@ -17,10 +17,9 @@ from zoneinfo import ZoneInfo
 
 import dagster as dg
 from croniter import croniter
-from dagster._core.definitions.selector import InstigatorSelector
-from dagster._core.scheduler.instigation import InstigatorStatus
 from pydantic import BaseModel
 
+from orchestration_core.dagster_internals import InstigatorSelector, InstigatorStatus
 from orchestration_core.run_outcome import outcome_of
 
 REPOSITORY_NAME = "__repository__"  # the repository name of a `dg.Definitions` object

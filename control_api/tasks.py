@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import dagster as dg
 import sqlalchemy as sa
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, ConfigDict, create_model
 
 from maintenance_jobs import registry as tasks_registry
-from control_api.deps import ApiState, api_state, instance, registry
+from control_api.deps import ApiState, api_state, registry
 from maintenance_jobs.models import Task, TaskSpec, TaskValidationError
 from maintenance_jobs.trigger import trigger_task
 

@@ -1,23 +1,11 @@
-"""Launching a task now (the REST API's manual trigger), and the job origins tests use to create runs by hand.
+"""Launching a task now (the REST API's manual trigger).
 
-The run is launched through the Dagster webserver's GraphQL API (`webserver_client`): the webserver resolves the job in
+The run is launched through the Dagster webserver's GraphQL API (`orchestration_core.dagster_webserver`): the webserver resolves the job in
 the `maintenance_jobs` code location, so the run carries that location's origin and image, and the instance's run
 coordinator queues it under the same priority and limit-of-5 rules as scheduled runs.
 """
 
 from __future__ import annotations
-
-import os
-import sys
-
-from dagster._core.definitions.reconstruct import ReconstructableRepository
-from dagster._core.origin import JobPythonOrigin
-from dagster._core.remote_origin import (
-    ManagedGrpcPythonEnvCodeLocationOrigin,
-    RemoteJobOrigin,
-    RemoteRepositoryOrigin,
-)
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
 from maintenance_jobs.models import Task
@@ -27,19 +15,6 @@ LOCATION_NAME = "maintenance_jobs"
 DEFINITIONS_MODULE = "maintenance_jobs.definitions"
 # Definitions objects load as a repository of this name.
 REPOSITORY_NAME = "__repository__"
-
-
-def job_origins(job_name: str, working_directory: str | None = None) -> tuple[RemoteJobOrigin, JobPythonOrigin]:
-    """Where the daemon (remote origin: the code location) and a run worker (python origin) find the job."""
-    working_directory = working_directory or os.getcwd()
-    loadable = LoadableTargetOrigin(
-        executable_path=sys.executable, module_name=DEFINITIONS_MODULE, working_directory=working_directory
-    )
-    location = ManagedGrpcPythonEnvCodeLocationOrigin(loadable_target_origin=loadable, location_name=LOCATION_NAME)
-    remote = RemoteJobOrigin(RemoteRepositoryOrigin(location, REPOSITORY_NAME), job_name)
-    repository = ReconstructableRepository.for_module(DEFINITIONS_MODULE, "defs", working_directory)
-    python = JobPythonOrigin(job_name, repository.get_python_origin())
-    return remote, python
 
 
 def trigger_task(webserver: DagsterWebserverClient, task: Task, triggered_by: str = "manual") -> str:

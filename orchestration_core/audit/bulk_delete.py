@@ -16,16 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 import dagster as dg
-from dagster._core.storage.event_log.schema import (
+from sqlalchemy import select, union
+
+from orchestration_core.dagster_internals import (
     AssetEventTagsTable,
     ConcurrencySlotsTable,
     PendingStepsTable,
+    RunTagsTable,
+    RunsTable,
+    SqlEventLogStorage,
     SqlEventLogStorageTable,
+    SqlRunStorage,
 )
-from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
-from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
-from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
-from sqlalchemy import select, union
 
 _LOG_DELETE_THREADS = 8
 _ASSET_EVENT_TYPES = [

@@ -14,8 +14,8 @@ import threading
 
 import dagster as dg
 import sqlalchemy as sa
-from dagster._core.storage.tags import RUN_KEY_TAG
 
+from orchestration_core.dagster_internals import RUN_KEY_TAG
 from racing_orchestration.checkpoints.due import DueCheckpoint, TickPlan, plan_tick
 from racing_orchestration.checkpoints.fetch import (
     TAG_ATTEMPT,

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from dagster._core.test_utils import create_run_for_test
 
-from maintenance_jobs.trigger import job_origins
+from tests.maintenance_jobs.job_origins import job_origins
 from tests.control_api.conftest import RunningApi
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]

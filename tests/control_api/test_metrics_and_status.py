@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from control_api.app import create_app
 from control_api.config import ApiSettings
 from maintenance_jobs.jobs import example_executor_job
-from maintenance_jobs.trigger import job_origins
+from tests.maintenance_jobs.job_origins import job_origins
 from local_stack.stack import free_port
 from racing_orchestration.race_db import upgrade as upgrade_race_db
 from racing_orchestration.race_db.schema import scrapes

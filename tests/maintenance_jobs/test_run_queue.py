@@ -20,7 +20,8 @@ from maintenance_jobs.registry import create_task, get_task
 from maintenance_jobs.resources import MaintenanceRegistryResource
 from maintenance_jobs.sensors import record_finished_run
 from maintenance_jobs.tags import TAG_OUTPUT, TAG_STATUS, TAG_TRIGGERED_BY
-from maintenance_jobs.trigger import job_origins, trigger_task
+from maintenance_jobs.trigger import trigger_task
+from tests.maintenance_jobs.job_origins import job_origins
 from orchestration_core.dagster_webserver import DagsterWebserverClient
 from tests.maintenance_jobs.conftest import task_data
 

@@ -1,0 +1,37 @@
+"""Every private Dagster API the project uses outside the threadpool executor, in one place.
+
+Dagster's run and event-log tables are read directly where its public API has no equivalent at the speed needed
+(the control API's /executions, /stats and /metrics pages; bulk run retention), and the schedule storage's selector
+types are used to read schedule and sensor state. Each name here is checked by
+tests/orchestration_core/test_dagster_internals.py, so an upgrade that moves or changes one fails there, loudly, not
+somewhere in a page. The only other module reaching into `dagster._` is racing_orchestration/threaded_executor.py.
+"""
+
+from __future__ import annotations
+
+from dagster._core.definitions.selector import InstigatorSelector
+from dagster._core.scheduler.instigation import InstigatorStatus
+from dagster._core.storage.event_log.schema import (
+    AssetEventTagsTable,
+    ConcurrencySlotsTable,
+    PendingStepsTable,
+    SqlEventLogStorageTable,
+)
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
+from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
+from dagster._core.storage.tags import RUN_KEY_TAG
+
+__all__ = [
+    "RUN_KEY_TAG",
+    "AssetEventTagsTable",
+    "ConcurrencySlotsTable",
+    "InstigatorSelector",
+    "InstigatorStatus",
+    "PendingStepsTable",
+    "RunTagsTable",
+    "RunsTable",
+    "SqlEventLogStorage",
+    "SqlEventLogStorageTable",
+    "SqlRunStorage",
+]

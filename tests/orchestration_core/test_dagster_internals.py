@@ -1,0 +1,74 @@
+"""The private Dagster APIs the project relies on, checked where they are used from: an upgrade that moves, renames
+or reshapes any of them fails here, naming what changed, instead of somewhere inside a page or the cleanup job.
+
+Everything else uses public APIs; the boundary test below keeps it that way.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from orchestration_core import dagster_internals as internals
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+# The only production modules allowed to import `dagster._…`.
+INTERNALS_MODULES = {"orchestration_core/dagster_internals.py", "racing_orchestration/threaded_executor.py"}
+
+
+@pytest.mark.parametrize(
+    ("table", "columns"),
+    [
+        (internals.RunsTable, {"run_id", "status", "pipeline_name", "create_timestamp", "update_timestamp",
+                               "start_time", "end_time", "run_body"}),
+        (internals.RunTagsTable, {"run_id", "key", "value"}),
+        (internals.SqlEventLogStorageTable, {"id", "run_id", "dagster_event_type", "event", "timestamp"}),
+        (internals.AssetEventTagsTable, {"event_id", "key", "value"}),
+        (internals.ConcurrencySlotsTable, {"run_id"}),
+        (internals.PendingStepsTable, {"run_id"}),
+    ],
+    ids=lambda value: getattr(value, "name", None),
+)
+def test_storage_tables_have_the_columns_we_query(table, columns: set[str]) -> None:
+    assert columns <= set(table.c.keys()), f"{table.name} lost {sorted(columns - set(table.c.keys()))}"
+
+
+def test_storage_classes_keep_the_methods_the_bulk_delete_mirrors() -> None:
+    assert callable(internals.SqlRunStorage.delete_run) and callable(internals.SqlRunStorage.connect)
+    assert callable(internals.SqlEventLogStorage.delete_events)
+    assert "run_id" in inspect.signature(internals.SqlEventLogStorage.delete_events).parameters
+
+
+def test_instigator_types_and_tags() -> None:
+    selector = internals.InstigatorSelector(location_name="l", repository_name="r", name="n")
+    assert selector.get_id()
+    assert {s.name for s in internals.InstigatorStatus} >= {"RUNNING", "STOPPED", "DECLARED_IN_CODE"}
+    assert internals.RUN_KEY_TAG == "dagster/run_key"
+    # The instance API the schedulers page reads the state through.
+    assert callable(dg.DagsterInstance.get_instigator_state)
+
+
+def _imports_dagster_internals(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dagster._"):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.startswith("dagster._") for a in node.names):
+            return True
+    return False
+
+
+def test_no_other_production_module_imports_dagster_internals() -> None:
+    offenders = []
+    for package in ("orchestration_core", "racing_orchestration", "maintenance_jobs", "control_api"):
+        for path in sorted((REPO_ROOT / package).rglob("*.py")):
+            relative = path.relative_to(REPO_ROOT).as_posix()
+            if relative not in INTERNALS_MODULES and _imports_dagster_internals(path):
+                offenders.append(relative)
+    assert offenders == []
