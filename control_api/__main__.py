@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                "then $SCHEDULER_API_KEY)")
     parser.add_argument("--insecure-dev", action="store_true",
                         help="serve WITHOUT authentication when no key is set (local development only)")
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("MAINTENANCE_API_WORKERS") or 1),
+    parser.add_argument("--workers", type=int, default=None,
                         help="uvicorn worker processes (default: $MAINTENANCE_API_WORKERS, else 1); one per core "
                              "serves concurrent clients on several cores")
     parser.add_argument("--log-level", default="info")
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
-    if args.workers > 1:
+    workers = args.workers or settings.workers
+    if workers > 1:
         # Worker processes build their own app from the environment: hand them what came from the command line.
         if args.api_key_file:
             os.environ["SCHEDULER_API_KEY_FILE"] = args.api_key_file
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         # multiprocess mode reads the variable when a worker imports it).
         with tempfile.TemporaryDirectory(prefix="maintenance-api-metrics-") as metrics_dir:
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
-            uvicorn.run("control_api.app:app_from_env", factory=True, workers=args.workers,
+            uvicorn.run("control_api.app:app_from_env", factory=True, workers=workers,
                         host=args.host, port=args.port, log_level=args.log_level.lower())
         return 0
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import uuid
 from collections.abc import Callable
 from contextlib import asynccontextmanager
@@ -15,12 +14,18 @@ import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest, multiprocess
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    generate_latest,
+    multiprocess,
+)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_api import schedulers, status
 from control_api.auth import ApiKeyMiddleware, add_security_scheme
-from control_api.config import INSECURE_DEV_ENV, ApiSettings, settings_from_env
+from control_api.config import ApiSettings, settings_from_env
 from control_api.deps import ApiState, api_state, instance
 from control_api.docs_page import add_docs_routes
 from control_api.executions import (
@@ -34,6 +39,7 @@ from control_api.metrics import StorageCollector
 from control_api.tasks import router as tasks_router
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
+from orchestration_core.postgres import create_engine
 
 log = logging.getLogger("control_api")
 StatusName = Annotated[str | None, Query(pattern="^(" + "|".join(EXECUTION_STATUSES) + ")$")]
@@ -134,7 +140,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     metrics_registry = CollectorRegistry(auto_describe=False)
     # Under `--workers N` every worker counts its own requests into PROMETHEUS_MULTIPROC_DIR and /metrics (served by
     # any one worker) sums them; registering the counter itself would expose just the serving worker's share.
-    multiprocess_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    multiprocess_dir = settings.prometheus_multiproc_dir
     requests = Counter("maintenance_api_requests", "Requests served by the control API",
                        ["method", "route", "status"], registry=None if multiprocess_dir else metrics_registry)
     if multiprocess_dir:
@@ -236,10 +242,7 @@ def _racing_engine(state: ApiState) -> sa.Engine | None:
     if not url:
         return None
     if not hasattr(state, "_racing"):
-        from orchestration_core.postgres import psycopg2_url
-
-        state._racing = sa.create_engine(psycopg2_url(url), pool_size=1, max_overflow=2,
-                                         connect_args={"connect_timeout": 3})
+        state._racing = create_engine(url, "api_metrics")
     return state._racing
 
 
@@ -249,4 +252,4 @@ def _as_bytes(body: str | bytes) -> bytes:
 
 def app_from_env() -> FastAPI:
     """The app of one `maintenance-api --workers N` worker process (uvicorn imports it by name)."""
-    return create_app(settings_from_env(insecure_dev=os.environ.get(INSECURE_DEV_ENV) == "1"))
+    return create_app(settings_from_env())  # --insecure-dev reaches workers as _MAINTENANCE_API_INSECURE_DEV

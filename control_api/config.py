@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any
 
 import dagster as dg
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from control_api.docs_page import DOCS_ASSET_PATHS
+from orchestration_core.settings import SettingsBase, platform_settings, secret
 
 DEFAULT_PUBLIC_PATHS = (
     frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/metrics"}) | DOCS_ASSET_PATHS
 )
-DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
 # Daemons heartbeat every 30 s; two missed beats and a margin mean "not running".
 DEFAULT_HEARTBEAT_MAX_AGE_SECONDS = 90.0
 DEFAULT_CACHE_SECONDS = 1.0
@@ -24,31 +25,84 @@ SCHEDULING_DAEMONS = ("SENSOR", "QUEUED_RUN_COORDINATOR")
 INSECURE_DEV_ENV = "_MAINTENANCE_API_INSECURE_DEV"
 
 
-class ApiConfigError(ValueError):
+class ApiConfigError(Exception):
     """The API cannot start with this configuration (e.g. no API key and no --insecure-dev)."""
 
 
-@dataclass(frozen=True)
-class ApiSettings:
-    """What `create_app` needs. `instance` is a factory so tests can hand in their own instance."""
+def _env(name: str, env: str) -> AliasChoices:
+    return AliasChoices(name, env)
 
-    registry_url: str
-    api_key: str | None = None
-    insecure_dev: bool = False
-    instance: Callable[[], dg.DagsterInstance] = dg.DagsterInstance.get
-    racing_database_url: str | None = None
-    public_paths: frozenset[str] = DEFAULT_PUBLIC_PATHS
-    dagster_ui_url: str = DEFAULT_DAGSTER_UI_URL
+
+class ApiSettings(SettingsBase):
+    """What `create_app` needs, from the environment. `instance` is a factory so tests can hand in their own."""
+
+    model_config = {**SettingsBase.model_config, "arbitrary_types_allowed": True}
+
+    # The databases and the UI address are platform settings (PlatformSettings); given here only by tests.
+    registry_url: str | None = Field(None, validation_alias=AliasChoices("registry_url"), exclude=True)
+    api_key: str | None = Field(None, validation_alias=_env("api_key", "SCHEDULER_API_KEY"),
+                                description="bearer key of the API")
+    api_key_file: str | None = Field(None, validation_alias=_env("api_key_file", "SCHEDULER_API_KEY_FILE"),
+                                     description="file holding the bearer key (wins over SCHEDULER_API_KEY)")
+    insecure_dev: bool = Field(False, validation_alias=_env("insecure_dev", INSECURE_DEV_ENV),
+                               description="internal: carries --insecure-dev to worker processes")
+    instance: Callable[[], dg.DagsterInstance] = Field(dg.DagsterInstance.get, exclude=True)
+    racing_database_url: str | None = Field(None, validation_alias=AliasChoices("racing_database_url"), exclude=True)
+    # A comma-separated list in the environment, not JSON (NoDecode hands the raw string to the validator).
+    public_paths: Annotated[frozenset[str], NoDecode] = Field(DEFAULT_PUBLIC_PATHS,
+                                         validation_alias=_env("public_paths", "SCHEDULER_API_PUBLIC_PATHS"),
+                                         description="paths served without a key, comma-separated")
+    dagster_ui_url: str | None = Field(None, validation_alias=AliasChoices("dagster_ui_url"), exclude=True)
     # Where this process reaches the webserver's GraphQL API to launch runs (manual triggers); None: dagster_ui_url.
     # In compose the two differ: users reach 127.0.0.1:3000, the API reaches the `webserver` service.
-    dagster_webserver_url: str | None = None
-    heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS
+    dagster_webserver_url: str | None = Field(
+        None, validation_alias=_env("dagster_webserver_url", "DAGSTER_WEBSERVER_URL"),
+        description="the webserver's address for launching runs (default: DAGSTER_UI_URL)")
+    heartbeat_max_age_seconds: float = Field(
+        DEFAULT_HEARTBEAT_MAX_AGE_SECONDS, ge=0, allow_inf_nan=False,
+        validation_alias=_env("heartbeat_max_age_seconds", "SCHEDULER_HEARTBEAT_MAX_AGE_SECONDS"),
+        description="daemon heartbeat age above which /stats reports the scheduler down")
     # Read-only pages (/executions, /stats) are served from memory for this long (0: off); see response_cache.py.
-    cache_seconds: float = 0.0
+    cache_seconds: float = Field(DEFAULT_CACHE_SECONDS, ge=0, allow_inf_nan=False,
+                                 validation_alias=_env("cache_seconds", "MAINTENANCE_API_CACHE_SECONDS"),
+                                 description="/executions and /stats are served from memory for this long")
+    workers: int = Field(1, ge=1, validation_alias=_env("workers", "MAINTENANCE_API_WORKERS"),
+                         description="worker processes (maintenance-api --workers)")
+    prometheus_multiproc_dir: str | None = Field(
+        None, validation_alias=_env("prometheus_multiproc_dir", "PROMETHEUS_MULTIPROC_DIR"),
+        description="internal: where --workers N keep their request counters (prometheus_client's variable)")
     # Hold pooled connections to Dagster storage (its default opens one per query) and cap statement time.
-    optimize_instance: bool = True
+    optimize_instance: bool = Field(True, exclude=True)
 
-    def __post_init__(self) -> None:
+    @field_validator("public_paths", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return frozenset(p.strip() for p in value.split(",") if p.strip())
+        return value
+
+    @field_validator("dagster_ui_url", "dagster_webserver_url")
+    @classmethod
+    def _no_trailing_slash(cls, value: str | None) -> str | None:
+        return value.rstrip("/") or None if value else value
+
+    @model_validator(mode="after")
+    def _platform_defaults(self) -> ApiSettings:
+        platform = platform_settings()
+        if self.registry_url is None:
+            object.__setattr__(self, "registry_url", secret(platform.maintenance_database_url))
+        if self.registry_url is None:
+            raise ApiConfigError("MAINTENANCE_DATABASE_URL is not set (the task registry database)")
+        if self.racing_database_url is None:
+            object.__setattr__(self, "racing_database_url", secret(platform.racing_database_url))
+        if self.dagster_ui_url is None:
+            object.__setattr__(self, "dagster_ui_url", platform.dagster_ui_url.rstrip("/"))
+        return self
+
+    @model_validator(mode="after")
+    def _key_rules(self) -> ApiSettings:
+        if self.api_key_file:
+            object.__setattr__(self, "api_key", read_key_file(self.api_key_file))
         if not self.api_key and not self.insecure_dev:
             raise ApiConfigError(
                 "no API key: set SCHEDULER_API_KEY or SCHEDULER_API_KEY_FILE (or --api-key-file); "
@@ -56,7 +110,7 @@ class ApiSettings:
             )
         if self.api_key is not None and len(self.api_key.strip()) < 8:
             raise ApiConfigError("the API key must be at least 8 characters")
-
+        return self
 
     @property
     def webserver_url(self) -> str:
@@ -76,45 +130,45 @@ def read_key_file(path: str | Path) -> str:
 
 def api_key_from_env(key_file: str | None = None) -> str | None:
     """`--api-key-file`, else SCHEDULER_API_KEY_FILE, else SCHEDULER_API_KEY."""
-    path = key_file or os.environ.get("SCHEDULER_API_KEY_FILE")
-    if path:
-        return read_key_file(path)
-    return os.environ.get("SCHEDULER_API_KEY") or None
+    if key_file:
+        return read_key_file(key_file)
+    return ApiSettings(registry_url="unused", insecure_dev=True).api_key
 
 
 def public_paths_from_env() -> frozenset[str]:
     """SCHEDULER_API_PUBLIC_PATHS: comma-separated paths served without a key (default: health, docs, metrics)."""
-    raw = os.environ.get("SCHEDULER_API_PUBLIC_PATHS")
-    if raw is None:
-        return DEFAULT_PUBLIC_PATHS
-    return frozenset(p.strip() for p in raw.split(",") if p.strip())
+    return ApiSettings(registry_url="unused", insecure_dev=True).public_paths
 
 
 def settings_from_env(*, key_file: str | None = None, insecure_dev: bool = False) -> ApiSettings:
-    registry_url = os.environ.get("MAINTENANCE_DATABASE_URL")
-    if not registry_url:
-        raise ApiConfigError("MAINTENANCE_DATABASE_URL is not set (the task registry database)")
-    return ApiSettings(
-        registry_url=registry_url,
-        api_key=api_key_from_env(key_file),
-        insecure_dev=insecure_dev,
-        racing_database_url=os.environ.get("RACING_DATABASE_URL") or None,
-        public_paths=public_paths_from_env(),
-        dagster_ui_url=(os.environ.get("DAGSTER_UI_URL") or DEFAULT_DAGSTER_UI_URL).rstrip("/"),
-        dagster_webserver_url=(os.environ.get("DAGSTER_WEBSERVER_URL") or "").rstrip("/") or None,
-        heartbeat_max_age_seconds=_float_env("SCHEDULER_HEARTBEAT_MAX_AGE_SECONDS", DEFAULT_HEARTBEAT_MAX_AGE_SECONDS),
-        cache_seconds=_float_env("MAINTENANCE_API_CACHE_SECONDS", DEFAULT_CACHE_SECONDS),
-    )
-
-
-def _float_env(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
+    """The settings from the environment, with the command line's --api-key-file and --insecure-dev on top."""
+    overrides: dict[str, Any] = {}
+    if key_file:
+        overrides["api_key_file"] = key_file
+    if insecure_dev:
+        overrides["insecure_dev"] = True
     try:
-        value = float(raw)
-    except ValueError:
-        raise ApiConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value < 0 or value != value:
-        raise ApiConfigError(f"{name} must be a number of seconds >= 0, got {raw!r}")
-    return value
+        return ApiSettings(**overrides)
+    except ValidationError as exc:
+        raise ApiConfigError(describe(exc)) from None
+
+
+# Field name -> the variable an operator sets, for error messages.
+ENV_NAMES = {
+    name: next((a for a in field.validation_alias.choices if a.isupper() or a.startswith("_")), name.upper())
+    if isinstance(field.validation_alias, AliasChoices) else name.upper()
+    for name, field in ApiSettings.model_fields.items()
+}
+
+
+def describe(exc: ValidationError) -> str:
+    """One line per invalid setting, naming the environment variable."""
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else ""
+        name = ENV_NAMES.get(field, field)
+        if error["type"] == "missing":
+            problems.append(f"{name} is not set" + (" (the task registry database)" if field == "registry_url" else ""))
+        else:
+            problems.append(f"{name}: {error['msg']} (got {error.get('input')!r})")
+    return "; ".join(problems)

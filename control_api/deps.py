@@ -9,11 +9,11 @@ import dagster as dg
 import sqlalchemy as sa
 from fastapi import Request
 
-from orchestration_core.postgres import psycopg2_url
 from control_api.config import ApiSettings
 from control_api.response_cache import ResponseCache
 from maintenance_jobs.seed import prepare_registry
 from orchestration_core.dagster_webserver import DagsterWebserverClient
+from orchestration_core.postgres import create_engine
 
 
 class ApiState:
@@ -29,14 +29,7 @@ class ApiState:
     @cached_property
     def registry(self) -> sa.Engine:
         # Sized for the API's thread pool; a short connect timeout keeps /health answering when Postgres is gone.
-        return sa.create_engine(
-            psycopg2_url(self.settings.registry_url),
-            pool_pre_ping=True,
-            pool_size=5,
-            max_overflow=15,
-            pool_timeout=10,
-            connect_args={"connect_timeout": 3},
-        )
+        return create_engine(self.settings.registry_url, "api")
 
     def prepared_registry(self) -> sa.Engine:
         """The registry engine after migrating and seeding once (the same first use as the code location's)."""

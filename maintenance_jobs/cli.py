@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from maintenance_jobs.database.engine import registry_engine
 from maintenance_jobs.database.migrate import current_revision, upgrade
 from maintenance_jobs.seed import seed_registry
+from orchestration_core.settings import platform_settings, secret
 
 
 def _database_url(args: argparse.Namespace) -> str:
-    url = args.database_url or os.environ.get("MAINTENANCE_DATABASE_URL")
+    url = args.database_url or secret(platform_settings().maintenance_database_url)
     if not url:
         raise SystemExit("MAINTENANCE_DATABASE_URL is not set (or pass --database-url)")
     return url

@@ -5,7 +5,9 @@ import dagster as dg
 from maintenance_jobs.jobs import MAINTENANCE_JOBS
 from maintenance_jobs.resources import GiteaResource, MaintenanceRegistryResource
 from maintenance_jobs.sensors import MAINTENANCE_SENSORS
-from maintenance_jobs.settings import default_work_dir, max_catchup_minutes, maintenance_timezone
+from maintenance_jobs.settings import maintenance_settings
+
+settings = maintenance_settings()
 
 defs = dg.Definitions(
     jobs=MAINTENANCE_JOBS,
@@ -14,13 +16,13 @@ defs = dg.Definitions(
     resources={
         "maintenance_registry": MaintenanceRegistryResource(
             database_url=dg.EnvVar("MAINTENANCE_DATABASE_URL"),
-            timezone=maintenance_timezone(),
-            max_catchup_minutes=max_catchup_minutes(),
+            timezone=settings.timezone,
+            max_catchup_minutes=settings.max_catchup_minutes,
         ),
         "gitea": GiteaResource(
             base_url=dg.EnvVar("GITEA_URL"),
             token=dg.EnvVar("GITEA_TOKEN"),
-            work_dir=default_work_dir(),
+            work_dir=settings.work_dir,
         ),
     },
 )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 
@@ -11,3 +14,48 @@ def psycopg2_url(url: str) -> str:
     if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg"):
         parsed = parsed.set(drivername="postgresql+psycopg2")
     return parsed.render_as_string(hide_password=False)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Connection pool of one kind of user; None sizes mean no pool (a connection per use, closed after)."""
+
+    size: int | None
+    max_overflow: int = 0
+    # Waiting for a pooled connection, and for Postgres to accept one: short where a caller must answer quickly.
+    timeout_seconds: float = 30.0
+    connect_timeout_seconds: int | None = None
+
+
+# Every engine of the project, by who uses it. Sizes follow the threads that share the engine.
+POOLS = {
+    # A run worker's race database: the threadpool executor runs up to 8 steps, most of them HTTP-bound.
+    "run": Pool(size=5, max_overflow=5),
+    # Sensor ticks in a code server (a few threads, short queries).
+    "sensor": Pool(size=2, max_overflow=2),
+    # The maintenance registry in a code server (dispatcher ticks, run-status sensors).
+    "registry": Pool(size=2, max_overflow=4),
+    # The control API's registry engine, sized for its thread pool; short timeouts keep /health answering when
+    # Postgres is gone.
+    "api": Pool(size=5, max_overflow=15, timeout_seconds=10, connect_timeout_seconds=3),
+    # The control API's race-database reads for /metrics (one scrape at a time).
+    "api_metrics": Pool(size=1, max_overflow=2, connect_timeout_seconds=3),
+    # Migrations and one-off commands: nothing kept open afterwards.
+    "oneshot": Pool(size=None),
+}
+
+
+def create_engine(url: str, use: str) -> sa.Engine:
+    """The engine for `url` with the pool of `use` (a key of POOLS), always on psycopg2, connections pre-pinged."""
+    pool = POOLS[use]
+    connect_args = {"connect_timeout": pool.connect_timeout_seconds} if pool.connect_timeout_seconds else {}
+    if pool.size is None:
+        return sa.create_engine(psycopg2_url(url), poolclass=sa.pool.NullPool, connect_args=connect_args)
+    return sa.create_engine(
+        psycopg2_url(url),
+        pool_pre_ping=True,
+        pool_size=pool.size,
+        max_overflow=pool.max_overflow,
+        pool_timeout=pool.timeout_seconds,
+        connect_args=connect_args,
+    )

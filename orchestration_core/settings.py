@@ -1,12 +1,47 @@
-"""Settings that must be known when definitions load (schedule timezones); everything else is resolved at run time."""
+"""Settings shared by the whole platform, and the base every package's settings object derives from.
+
+Each package has one typed settings object read from the environment (pydantic-settings): this module's
+`PlatformSettings`, `racing_orchestration.settings.RacingSettings`, `maintenance_jobs.settings.MaintenanceSettings`
+and `control_api.config.ApiSettings`. Every environment variable the code reads is a field of exactly one of them
+(tests/test_settings.py checks that, and that README's table lists the same names). Secrets are `SecretStr` here,
+and Dagster resources still receive them through `dg.EnvVar`, so their values never reach the UI.
+"""
 
 from __future__ import annotations
 
-import os
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_RACING_TIMEZONE = "Pacific/Auckland"
+DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
+
+
+class SettingsBase(BaseSettings):
+    """Field names are the variables' names (case-insensitive); an empty value counts as unset, as compose passes
+    every variable of `.env` through, empty when unused."""
+
+    model_config = SettingsConfigDict(extra="ignore", env_ignore_empty=True, frozen=True, populate_by_name=True)
+
+
+class PlatformSettings(SettingsBase):
+    dagster_home: str | None = Field(None, description="folder holding the Dagster instance's dagster.yaml")
+    dagster_postgres_url: SecretStr | None = Field(
+        None, description="Dagster run/event/schedule storage (read by dagster.yaml)")
+    racing_database_url: SecretStr | None = Field(None, description="the race database")
+    maintenance_database_url: SecretStr | None = Field(None, description="the maintenance task registry")
+    racing_timezone: str = Field(DEFAULT_RACING_TIMEZONE, description="timezone of the racing day and its schedules")
+    alert_webhook_url: SecretStr | None = Field(None, description="Slack-compatible webhook for run alerts")
+    dagster_ui_url: str = Field(DEFAULT_DAGSTER_UI_URL, description="the Dagster UI as users reach it")
+
+
+def platform_settings() -> PlatformSettings:
+    return PlatformSettings()
+
+
+def secret(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
 
 
 def racing_timezone() -> str:
-    """IANA timezone of the racing day and its schedules (`RACING_TIMEZONE`)."""
-    return os.environ.get("RACING_TIMEZONE", DEFAULT_RACING_TIMEZONE)
+    """IANA timezone of the racing day and of the platform's schedules (`RACING_TIMEZONE`)."""
+    return platform_settings().racing_timezone

@@ -1,22 +1,22 @@
 """Resource wiring of the racing code location: one resource per external system."""
 
-import os
-
 import dagster as dg
 
 from racing_orchestration.race_db.resource import RaceDatabase
-from racing_orchestration.tab.client import DEFAULT_BASE_URL, DEFAULT_USER_AGENT, TabClient
+from racing_orchestration.settings import racing_settings
+from racing_orchestration.tab.client import TabClient
 
 
 def racing_resources() -> dict[str, dg.ConfigurableResource]:
-    """Resources from the environment; the partner headers are identification, not secrets."""
+    """Resources from the settings; the partner headers are identification, not secrets."""
+    settings = racing_settings()
     return {
         "tab_client": TabClient(
-            base_url=os.environ.get("TAB_API_BASE_URL", DEFAULT_BASE_URL),
-            from_email=os.environ.get("TAB_FROM_EMAIL", ""),
-            partner_name=os.environ.get("TAB_PARTNER_NAME", ""),
-            partner_id=os.environ.get("TAB_PARTNER_ID", ""),
-            user_agent=os.environ.get("TAB_USER_AGENT", DEFAULT_USER_AGENT),
+            base_url=settings.tab_api_base_url,
+            from_email=settings.tab_from_email,
+            partner_name=settings.tab_partner_name,
+            partner_id=settings.tab_partner_id,
+            user_agent=settings.tab_user_agent,
         ),
         # The URL carries the database password: resolved at run time, never shown in the UI.
         "race_db": RaceDatabase(url=dg.EnvVar("RACING_DATABASE_URL")),

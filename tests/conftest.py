@@ -53,6 +53,15 @@ def fresh_database_url(postgres_server_url: str) -> Iterator[str]:
     yield from _fresh_database(postgres_server_url, "t")
 
 
+@pytest.fixture
+def registry_url(fresh_database_url: str) -> str:
+    """A fresh database with the maintenance task registry's schema."""
+    from maintenance_jobs.database.migrate import upgrade
+
+    upgrade(fresh_database_url)
+    return fresh_database_url
+
+
 @pytest.fixture(scope="session")
 def dagster_database_url(postgres_server_url: str) -> Iterator[str]:
     """One Dagster storage database for the session (tests wipe it through `pg_instance`)."""

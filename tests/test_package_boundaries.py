@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
+from tests.package_scan import PRODUCTION_PACKAGES, parse, production_modules
 
 pytestmark = pytest.mark.unit
 
-PRODUCTION = ("orchestration_core", "racing_orchestration", "maintenance_jobs", "control_api")
+PRODUCTION = PRODUCTION_PACKAGES
 # package -> project packages it must never import
 FORBIDDEN = {
     "orchestration_core": {"racing_orchestration", "maintenance_jobs", "control_api", "local_stack"},
@@ -25,8 +26,7 @@ FORBIDDEN = {
 }
 
 
-def imported_packages(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
+def imported_packages(tree: ast.Module) -> set[str]:
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -37,12 +37,8 @@ def imported_packages(path: Path) -> set[str]:
 
 
 def violations(package: str) -> list[str]:
-    found = []
-    for path in sorted((REPO_ROOT / package).rglob("*.py")):
-        bad = imported_packages(path) & FORBIDDEN[package]
-        if bad:
-            found.append(f"{path.relative_to(REPO_ROOT)} imports {sorted(bad)}")
-    return found
+    return [f"{relative} imports {sorted(imported_packages(tree) & FORBIDDEN[package])}"
+            for relative, tree in production_modules((package,)) if imported_packages(tree) & FORBIDDEN[package]]
 
 
 @pytest.mark.parametrize("package", PRODUCTION)
@@ -53,7 +49,7 @@ def test_package_imports_only_what_lies_below_it(package: str) -> None:
 def test_the_scan_sees_imports_inside_functions(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from local_stack.stack import LocalStack\n    import racing_orchestration.tab\n")
-    assert imported_packages(module) == {"local_stack", "racing_orchestration"}
+    assert imported_packages(parse(module)) == {"local_stack", "racing_orchestration"}
 
 
 def test_the_production_image_copies_no_dev_stack() -> None:

@@ -6,10 +6,10 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from orchestration_core.postgres import psycopg2_url
+from orchestration_core.postgres import create_engine
 
 
 @lru_cache(maxsize=8)
 def registry_engine(database_url: str) -> sa.Engine:
     """The pooled engine of the registry at `database_url` (normalised to psycopg2)."""
-    return sa.create_engine(psycopg2_url(database_url), pool_pre_ping=True, pool_size=2, max_overflow=4)
+    return create_engine(database_url, "registry")

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-from orchestration_core.postgres import psycopg2_url
+from orchestration_core.postgres import create_engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Our own version table: the registry may share a database with other Alembic-managed schemas.
@@ -26,7 +26,7 @@ def alembic_config(connection: sa.Connection) -> Config:
 
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Apply the registry migrations up to `revision`, under an advisory lock."""
-    engine = sa.create_engine(psycopg2_url(database_url))
+    engine = create_engine(database_url, "oneshot")
     try:
         with engine.begin() as connection:
             connection.execute(sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
@@ -39,7 +39,7 @@ def current_revision(database_url: str) -> str | None:
     """The applied revision, or None on an empty database."""
     from alembic.runtime.migration import MigrationContext
 
-    engine = sa.create_engine(psycopg2_url(database_url))
+    engine = create_engine(database_url, "oneshot")
     try:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})

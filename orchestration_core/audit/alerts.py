@@ -8,7 +8,6 @@ one run, while None lets a tick handle up to 5 runs.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
@@ -17,8 +16,14 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 
 from orchestration_core.audit.alert_webhook import ALERT_WEBHOOK_ENV, AlertWebhook
-from orchestration_core.run_outcome import TAG_ERROR, TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED, TAG_OUTCOME, Outcome
-from orchestration_core.settings import racing_timezone
+from orchestration_core.run_outcome import (
+    TAG_ERROR,
+    TAG_ITEMS_FAILED,
+    TAG_ITEMS_PROCESSED,
+    TAG_OUTCOME,
+    Outcome,
+)
+from orchestration_core.settings import platform_settings, racing_timezone
 
 DISABLED_REASON = f"alerts disabled: {ALERT_WEBHOOK_ENV} is not set"
 
@@ -225,4 +230,4 @@ scheduled_job_freshness = make_freshness_sensor()
 
 def alert_webhook_from_env() -> AlertWebhook:
     """The webhook resource: `dg.EnvVar` when the variable is set, disabled otherwise (EnvVar fails on unset vars)."""
-    return AlertWebhook(url=dg.EnvVar(ALERT_WEBHOOK_ENV)) if os.environ.get(ALERT_WEBHOOK_ENV) else AlertWebhook()
+    return AlertWebhook(url=dg.EnvVar(ALERT_WEBHOOK_ENV)) if platform_settings().alert_webhook_url else AlertWebhook()

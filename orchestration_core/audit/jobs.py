@@ -4,8 +4,17 @@
 
 import dagster as dg
 
-from orchestration_core.audit.cleanup import DEFAULT_BATCH_SIZE, DEFAULT_OLDER_THAN_DAYS, prune_successful_runs
-from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
+from orchestration_core.audit.cleanup import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_OLDER_THAN_DAYS,
+    prune_successful_runs,
+)
+from orchestration_core.run_outcome import (
+    KIND_RACING,
+    TAG_KIND,
+    Outcome,
+    record_outcome,
+)
 from orchestration_core.settings import racing_timezone
 
 

@@ -14,7 +14,12 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from orchestration_core.audit.cleanup import parent_run_id_of
-from orchestration_core.run_outcome import TAG_ERROR, TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED, outcome_of
+from orchestration_core.run_outcome import (
+    TAG_ERROR,
+    TAG_ITEMS_FAILED,
+    TAG_ITEMS_PROCESSED,
+    outcome_of,
+)
 
 TAG_RETRY_NUMBER = "dagster/retry_number"
 _PAGE_SIZE = 500

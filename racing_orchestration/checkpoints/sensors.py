@@ -16,6 +16,7 @@ import dagster as dg
 import sqlalchemy as sa
 
 from orchestration_core.dagster_internals import RUN_KEY_TAG
+from orchestration_core.postgres import create_engine
 from racing_orchestration.checkpoints.due import DueCheckpoint, TickPlan, plan_tick
 from racing_orchestration.checkpoints.fetch import (
     TAG_ATTEMPT,
@@ -26,7 +27,13 @@ from racing_orchestration.checkpoints.fetch import (
     TAG_SCHEDULED_FOR,
 )
 from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, checkpoint_run_config
-from racing_orchestration.checkpoints.windows import CHECKPOINTS, SENSOR_INTERVAL_SECONDS, Action, CheckpointSpec, run_key
+from racing_orchestration.checkpoints.windows import (
+    CHECKPOINTS,
+    SENSOR_INTERVAL_SECONDS,
+    Action,
+    CheckpointSpec,
+    run_key,
+)
 from racing_orchestration.race_db.migrations import assert_schema_current, normalise_url
 from racing_orchestration.race_db.resource import RaceDatabase
 
@@ -45,7 +52,7 @@ def sensor_engine(race_db: RaceDatabase) -> sa.Engine:
     with _engines_lock:
         engine = _engines.get(race_db.url)
         if engine is None:
-            engine = sa.create_engine(normalise_url(race_db.url), pool_pre_ping=True, pool_size=2, max_overflow=2)
+            engine = create_engine(normalise_url(race_db.url), "sensor")
             try:
                 assert_schema_current(engine)
             except Exception:

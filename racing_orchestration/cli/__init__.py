@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
+
+from orchestration_core.settings import platform_settings
 
 # Subcommand modules, in the order `racing --help` lists them.
 SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "check"]
@@ -13,7 +14,7 @@ SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "che
 
 def dagster_home_missing(command: str) -> bool:
     """True (after saying so on stderr) when DAGSTER_HOME is unset: commands that run jobs need the instance."""
-    if os.environ.get("DAGSTER_HOME"):
+    if platform_settings().dagster_home:
         return False
     print(f"racing {command}: DAGSTER_HOME is not set; point it at the folder holding dagster.yaml "
           "(`make run` uses .local/dagster_home)", file=sys.stderr)

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from racing_orchestration.race_db.migrations import current_revision, head_revision, schema_problem, upgrade
+from orchestration_core.settings import platform_settings, secret
+from racing_orchestration.race_db.migrations import (
+    current_revision,
+    head_revision,
+    schema_problem,
+    upgrade,
+)
 
 URL_ENV = "RACING_DATABASE_URL"
 
@@ -24,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _url(args: argparse.Namespace) -> str | None:
-    url = args.url or os.environ.get(URL_ENV)
+    url = args.url or secret(platform_settings().racing_database_url)
     if not url:
         print(f"racing db {args.db_command}: no database URL: pass --url or set {URL_ENV}", file=sys.stderr)
     return url

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import sqlalchemy as sa
 
-from racing_orchestration.race_db import schema
 from orchestration_core.settings import racing_timezone
+from racing_orchestration.race_db import schema
 
 # Races past these statuses need no pre-race checkpoint: they are run (Interim/Final) or will not be (Abandoned).
 FINISHED_STATUSES: tuple[str, ...] = ("Interim", "Final", "Abandoned")

@@ -9,6 +9,7 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import PrivateAttr
 
+from orchestration_core.postgres import create_engine
 from racing_orchestration.race_db.migrations import assert_schema_current, normalise_url
 
 
@@ -22,7 +23,7 @@ class RaceDatabase(dg.ConfigurableResource):
     def engine(self) -> sa.Engine:
         """One engine per resource instance, created and schema-checked on first use."""
         if self._engine is None:
-            engine = sa.create_engine(normalise_url(self.url), pool_pre_ping=True, pool_size=5, max_overflow=5)
+            engine = create_engine(normalise_url(self.url), "run")
             try:
                 assert_schema_current(engine)
             except Exception:

@@ -25,7 +25,12 @@ from racing_orchestration.race_db.queries import (  # noqa: F401  (re-exported: 
     races_for_day,
     races_starting_between,
 )
-from racing_orchestration.race_db.upsert import dedupe_rows, require_aware, upsert_rows, written_rows
+from racing_orchestration.race_db.upsert import (
+    dedupe_rows,
+    require_aware,
+    upsert_rows,
+    written_rows,
+)
 
 if TYPE_CHECKING:
     from racing_orchestration.tab.client import ApiCall

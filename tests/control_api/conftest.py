@@ -15,7 +15,6 @@ import uvicorn
 from local_stack.stack import free_port
 from control_api.app import create_app
 from control_api.config import ApiSettings
-from maintenance_jobs.database.migrate import upgrade
 
 API_KEY = "test-key-0123456789abcdef"
 
@@ -58,15 +57,11 @@ def _dispose_storage_pools(instance: dg.DagsterInstance) -> None:
 
 
 @pytest.fixture
-def registry_url(fresh_database_url: str) -> str:
-    upgrade(fresh_database_url)
-    return fresh_database_url
-
-
-@pytest.fixture
 def api_settings(registry_url: str, pg_instance: dg.DagsterInstance, dagster_webserver_url: str) -> ApiSettings:
+    # No response cache: tests create runs behind the API's back and read them at once.
     return ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: pg_instance,
-                       dagster_ui_url="http://dagster.test", dagster_webserver_url=dagster_webserver_url)
+                       dagster_ui_url="http://dagster.test", dagster_webserver_url=dagster_webserver_url,
+                       cache_seconds=0)
 
 
 @pytest.fixture
@@ -80,17 +75,3 @@ def api(api_settings: ApiSettings, pg_instance: dg.DagsterInstance) -> Iterator[
         server.should_exit = True
         thread.join(timeout=10)
         _dispose_storage_pools(pg_instance)
-
-
-def task_body(name: str = "nightly", **changes) -> dict:
-    body = {
-        "task_name": name,
-        "service": "scheduler",
-        "executor": "example_executor",
-        "priority": 50,
-        "minute": 0,
-        "hour": 4,
-        "description": "Daily task at 4 AM",
-        "config": {"message": "hi", "delay_seconds": 0},
-    }
-    return {**body, **changes}

@@ -14,7 +14,8 @@ from local_stack.stack import free_port
 from control_api.app import create_app
 from control_api.config import DEFAULT_PUBLIC_PATHS, ApiSettings
 from maintenance_jobs.database.migrate import upgrade
-from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, serve, task_body
+from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, serve
+from tests.task_rows import task_body
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
 

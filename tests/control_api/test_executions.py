@@ -148,13 +148,13 @@ def test_sql_page_equals_the_public_api_page(pg_instance: dg.DagsterInstance) ->
 
 def test_cached_pages_stay_until_a_write_through_the_api(api_settings, pg_instance: dg.DagsterInstance) -> None:
     """With a cache, a repeated read is served from memory; a trigger or task write is visible at once."""
-    import dataclasses
 
     from local_stack.stack import free_port
     from control_api.app import create_app
-    from tests.control_api.conftest import API_KEY, serve, task_body
+    from tests.control_api.conftest import API_KEY, serve
+    from tests.task_rows import task_body
 
-    app = create_app(dataclasses.replace(api_settings, cache_seconds=600))
+    app = create_app(api_settings.model_copy(update={"cache_seconds": 600}))
     server, thread = serve(app, free_port())
     port = server.servers[0].sockets[0].getsockname()[1]
     try:

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
-from tests.control_api.conftest import API_KEY, RunningApi, task_body
+from tests.control_api.conftest import API_KEY, RunningApi
+from tests.task_rows import task_body
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
 EXAMPLES_PER_OPERATION = 12

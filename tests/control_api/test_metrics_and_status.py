@@ -19,7 +19,8 @@ from tests.maintenance_jobs.job_origins import job_origins
 from local_stack.stack import free_port
 from racing_orchestration.race_db import upgrade as upgrade_race_db
 from racing_orchestration.race_db.schema import scrapes
-from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, serve, task_body
+from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, serve
+from tests.task_rows import task_body
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
 S = dg.DagsterRunStatus

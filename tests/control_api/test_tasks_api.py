@@ -8,7 +8,8 @@ import pytest
 
 from control_api.app import create_app
 from control_api.config import ApiSettings
-from tests.control_api.conftest import API_KEY, RunningApi, serve, task_body
+from tests.control_api.conftest import API_KEY, RunningApi, serve
+from tests.task_rows import task_body
 from local_stack.stack import free_port
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
@@ -151,13 +152,12 @@ def test_health_is_200_with_daemon_heartbeat_ages(api: RunningApi) -> None:
 
 
 def test_trigger_without_a_reachable_webserver_is_503_and_launches_nothing(api_settings, pg_instance) -> None:
-    import dataclasses
 
     from local_stack.stack import free_port
     from control_api.app import create_app
     from tests.control_api.conftest import serve
 
-    settings = dataclasses.replace(api_settings, dagster_webserver_url=f"http://127.0.0.1:{free_port()}")
+    settings = api_settings.model_copy(update={"dagster_webserver_url": f"http://127.0.0.1:{free_port()}"})
     server, thread = serve(create_app(settings), free_port())
     port = server.servers[0].sockets[0].getsockname()[1]
     try:

@@ -6,7 +6,6 @@ process is left behind.
 
 import datetime as dt
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,15 +15,14 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from local_stack.stack import LocalStack, StackOptions, free_port
 from tests.conftest import REPO_ROOT
+from tests.browser import launch, needs_chromium, skip_onboarding
 from tests.e2e.live_stack import graphql_runs, processes_mentioning, run_errors, tags_of, wait_for
 
 API_KEY = "live-test-key"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Dense mode: three races a minute apart, the first 16 minutes out, so its T-15 falls due a minute after start.
 DENSE_SIM_ARGS = ["--dense-every", "1", "--dense-races", "3", "--dense-lead", "16",
                   "--interim-after", "20", "--final-after", "40"]
@@ -131,20 +129,16 @@ def test_rest_task_due_next_minute_runs_through_the_dispatcher(stack) -> None:
     assert execution["dagster_url"].startswith(stack.dagster_url)
 
 
-@pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
-                    reason="no Chromium on this machine (CI installs Debian's chromium package)")
+@needs_chromium
 def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_id) -> None:
-    assert CHROMIUM, "CI=true but no chromium binary: .ci/run must install Debian's chromium package"
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--disable-quic"])
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(f"{stack.dagster_url}/runs/{scrape_run_id}", wait_until="networkidle")
-        _skip_onboarding(page)
+        skip_onboarding(page)
         # The run's step metadata (the morning scrape's summary) and its outcome tags.
         page.get_by_text("summarize_scrape").first.wait_for(timeout=60_000)
         page.get_by_text("combinations_table").first.wait_for(timeout=60_000)
@@ -177,16 +171,6 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
         page.get_by_text("/tasks", exact=False).first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "control-api-docs.png"), full_page=True)
         browser.close()
-
-
-def _skip_onboarding(page) -> None:
-    # A fresh instance opens a "Join the Dagster community" modal a moment after the first page loads.
-    skip = page.get_by_role("button", name="Skip").first
-    try:
-        skip.wait_for(timeout=15_000)
-    except PlaywrightTimeout:
-        return
-    skip.click()
 
 
 def test_stop_leaves_no_process_behind(stack) -> None:

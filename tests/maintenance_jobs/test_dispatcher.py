@@ -24,7 +24,7 @@ from maintenance_jobs.sensors import (
     record_maintenance_success,
 )
 from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
-from tests.maintenance_jobs.conftest import task_data
+from tests.task_rows import task_data
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from maintenance_jobs.models import TaskValidationError, validate_task
-from tests.maintenance_jobs.conftest import task_data
+from tests.task_rows import task_data
 
 pytestmark = pytest.mark.unit
 

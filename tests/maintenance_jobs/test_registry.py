@@ -24,7 +24,7 @@ from maintenance_jobs.registry import (
 )
 from maintenance_jobs.schedule import wall_clock_slots
 from maintenance_jobs.seed import seed_registry
-from tests.maintenance_jobs.conftest import task_data
+from tests.task_rows import task_data
 
 pytestmark = pytest.mark.integration
 

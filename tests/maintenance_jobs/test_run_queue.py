@@ -23,7 +23,7 @@ from maintenance_jobs.tags import TAG_OUTPUT, TAG_STATUS, TAG_TRIGGERED_BY
 from maintenance_jobs.trigger import trigger_task
 from tests.maintenance_jobs.job_origins import job_origins
 from orchestration_core.dagster_webserver import DagsterWebserverClient
-from tests.maintenance_jobs.conftest import task_data
+from tests.task_rows import task_data
 
 pytestmark = pytest.mark.integration
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import ast
 import inspect
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
 from orchestration_core import dagster_internals as internals
-from tests.conftest import REPO_ROOT
+from tests.package_scan import production_modules
 
 pytestmark = pytest.mark.unit
 
@@ -54,8 +53,7 @@ def test_instigator_types_and_tags() -> None:
     assert callable(dg.DagsterInstance.get_instigator_state)
 
 
-def _imports_dagster_internals(path: Path) -> bool:
-    tree = ast.parse(path.read_text())
+def _imports_dagster_internals(tree: ast.Module) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dagster._"):
             return True
@@ -65,10 +63,6 @@ def _imports_dagster_internals(path: Path) -> bool:
 
 
 def test_no_other_production_module_imports_dagster_internals() -> None:
-    offenders = []
-    for package in ("orchestration_core", "racing_orchestration", "maintenance_jobs", "control_api"):
-        for path in sorted((REPO_ROOT / package).rglob("*.py")):
-            relative = path.relative_to(REPO_ROOT).as_posix()
-            if relative not in INTERNALS_MODULES and _imports_dagster_internals(path):
-                offenders.append(relative)
+    offenders = [relative for relative, tree in production_modules()
+                 if relative not in INTERNALS_MODULES and _imports_dagster_internals(tree)]
     assert offenders == []

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
+from tests.browser import launch, needs_chromium, skip_onboarding
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import API_URL, DAGSTER_URL, LONG_RUNNING, PROJECT, ComposeStack, REPO_ROOT
 from tests.production.docker_engine import DockerUnavailable, ensure_engine
@@ -29,7 +30,6 @@ from tests.production.docker_engine import DockerUnavailable, ensure_engine
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
 
 ARTIFACTS = REPO_ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Dense mode: three races a minute apart, the first 16 minutes out, so their T-15s fall due in the first minutes.
 # /events answers after 7 s, so a checkpoint run is mid-request long enough to be killed there.
 SIM_ARGS = ("--dense-every", "1", "--dense-races", "3", "--dense-lead", "16", "--events-latency-ms", "7000")
@@ -231,11 +231,15 @@ def test_task_triggered_through_the_control_api_succeeds_in_its_own_container(
     assert page.status_code == 200 and "<html" in page.text.lower()
 
 
-def test_dispatcher_runs_a_due_task_in_its_own_container(stack: ComposeStack) -> None:
+def next_minute_cron() -> dict:
+    """Cron fields of the coming minute in the tasks' timezone: a task the dispatcher runs once, soon."""
     due = (dt.datetime.now(MAINTENANCE_TZ) + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
-    cron = {"minute": due.minute, "hour": due.hour, "day_of_month": due.day, "month": due.month, "day_of_week": -1}
+    return {"minute": due.minute, "hour": due.hour, "day_of_month": due.day, "month": due.month, "day_of_week": -1}
+
+
+def test_dispatcher_runs_a_due_task_in_its_own_container(stack: ComposeStack) -> None:
     with stack.api() as client:
-        assert client.post("/tasks", json=example_task("live_due", "due", **cron)).status_code == 201
+        assert client.post("/tasks", json=example_task("live_due", "due", **next_minute_cron())).status_code == 201
     execution = wait_for_execution(stack, "live_due")
     assert (execution["status"], execution["triggered_by"]) == ("success", "scheduler"), execution
     assert httpx.get(execution["dagster_url"], timeout=30).status_code == 200
@@ -272,24 +276,16 @@ def test_compute_logs_outlive_the_run_container(stack: ComposeStack, triggered_r
     assert "hello from the production test" in captured
 
 
-@pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") != "true",
-                    reason="no Chromium on this machine (CI installs Debian's chromium package)")
+@needs_chromium
 def test_the_ui_through_the_published_port_shows_a_run_page_with_its_logs(triggered_run_id: str) -> None:
-    assert CHROMIUM, "CI=true but no chromium binary: .ci/run must install Debian's chromium package"
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run", "--disable-quic"])
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(f"{DAGSTER_URL}/runs/{triggered_run_id}", wait_until="networkidle")
-        try:
-            page.get_by_role("button", name="Skip").first.click(timeout=10_000)
-        except PlaywrightTimeout:
-            pass
+        skip_onboarding(page)
         page.get_by_text("hello from the production test").first.wait_for(timeout=60_000)
         page.get_by_text("run_example_executor").first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "production-run-page.png"))
@@ -317,10 +313,8 @@ def test_postgres_restart_is_recovered_without_a_hand(stack: ComposeStack) -> No
     stack.wait_healthy(timeout=240)
     stack.timings["postgres restart recovered"] = round(time.monotonic() - restarted_at, 1)
     # The next sensor runs launch: the dispatcher (a sensor) runs a task due after the restart.
-    due = (dt.datetime.now(MAINTENANCE_TZ) + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
-    cron = {"minute": due.minute, "hour": due.hour, "day_of_month": due.day, "month": due.month, "day_of_week": -1}
     with stack.api() as client:
-        assert client.post("/tasks", json=example_task("after_restart", "back", **cron)).status_code == 201
+        assert client.post("/tasks", json=example_task("after_restart", "back", **next_minute_cron())).status_code == 201
     execution = wait_for_execution(stack, "after_restart")
     assert (execution["status"], execution["triggered_by"]) == ("success", "scheduler"), execution
 

@@ -13,6 +13,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 
+from orchestration_core.postgres import create_engine
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent
 UPGRADE_COMMAND = "racing db upgrade"
 # Serialises concurrent upgrades (e.g. `make run` and a job starting together); any constant unique to this schema.
@@ -56,7 +58,7 @@ def _engine(url_or_engine: str | sa.Engine) -> Iterator[sa.Engine]:
     if isinstance(url_or_engine, sa.Engine):
         yield url_or_engine
         return
-    engine = sa.create_engine(normalise_url(url_or_engine), poolclass=sa.pool.NullPool)
+    engine = create_engine(normalise_url(url_or_engine), "oneshot")
     try:
         yield engine
     finally:

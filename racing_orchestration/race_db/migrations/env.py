@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import context
 
+from orchestration_core.postgres import create_engine
 from racing_orchestration.race_db.schema import metadata
 
 config = context.config
@@ -37,7 +38,7 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = sa.create_engine(config.get_main_option("sqlalchemy.url"), poolclass=sa.pool.NullPool)
+    engine = create_engine(config.get_main_option("sqlalchemy.url"), "oneshot")
     try:
         with engine.connect() as conn:
             _run(conn)

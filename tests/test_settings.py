@@ -1,0 +1,97 @@
+"""Every environment variable the code reads is a field of exactly one package's settings object, read nowhere else,
+and README's configuration table lists exactly those (less the internal ones)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+from pydantic import AliasChoices
+
+from control_api.config import ApiSettings
+from maintenance_jobs.settings import MaintenanceSettings
+from orchestration_core.settings import PlatformSettings
+from racing_orchestration.settings import RacingSettings
+from tests.conftest import REPO_ROOT
+from tests.package_scan import production_modules
+
+pytestmark = pytest.mark.unit
+
+SETTINGS = (PlatformSettings, RacingSettings, MaintenanceSettings, ApiSettings)
+# Read by the test suite, not by the product.
+README_ONLY = {"TEST_DATABASE_URL"}
+# Reads of the environment that are not settings: the doc-sync executor hands its environment to git.
+ENVIRON_READERS = {"maintenance_jobs/executors/doc_sync.py"}
+
+
+def env_names(settings_class) -> dict[str, str]:
+    """Variable name -> its field's description, for fields the environment can set."""
+    names = {}
+    for name, field in settings_class.model_fields.items():
+        if field.exclude:
+            continue  # not from the environment (a test seam, or a platform setting copied in)
+        alias = field.validation_alias
+        variable = (next(a for a in alias.choices if a.upper() == a) if isinstance(alias, AliasChoices)
+                    else name.upper())
+        names[variable] = field.description or ""
+    return names
+
+
+def all_env_names() -> list[str]:
+    return [name for cls in SETTINGS for name in env_names(cls)]
+
+
+def test_every_variable_is_declared_once() -> None:
+    names = all_env_names()
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+    assert len(names) >= 20
+
+
+def test_every_field_is_documented() -> None:
+    undocumented = [(cls.__name__, name) for cls in SETTINGS for name, description in env_names(cls).items()
+                    if not description]
+    assert undocumented == []
+
+
+def readme_variables() -> set[str]:
+    text = (REPO_ROOT / "README.md").read_text()
+    table = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    found = set()
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            found |= set(re.findall(r"`([A-Z][A-Z0-9_]+)`", line.split("|")[1]))
+    return found
+
+
+def test_readme_table_lists_exactly_the_settings() -> None:
+    public = {name for cls in SETTINGS for name, description in env_names(cls).items()
+              if not description.startswith("internal:")}
+    assert readme_variables() - README_ONLY == public
+
+
+def _reads_environ(tree: ast.Module) -> bool:
+    """True if the module reads os.environ / os.getenv (writing a variable for a child process is not a read)."""
+    stores = {id(node.value) for node in ast.walk(tree)
+              if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)}
+    return any(
+        isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") and isinstance(node.value, ast.Name)
+        and node.value.id == "os" and id(node) not in stores
+        for node in ast.walk(tree)
+    )
+
+
+def test_settings_are_read_only_through_the_settings_objects() -> None:
+    readers = [relative for relative, tree in production_modules()
+               if relative not in ENVIRON_READERS and _reads_environ(tree)]
+    assert readers == []
+
+
+def test_empty_values_count_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    # compose passes every variable of .env through, empty when unused
+    monkeypatch.setenv("RACING_TIMEZONE", "")
+    monkeypatch.setenv("MAINTENANCE_TIMEZONE", "")
+    assert PlatformSettings().racing_timezone == "Pacific/Auckland"
+    assert MaintenanceSettings().timezone == "Pacific/Auckland"
+    monkeypatch.setenv("RACING_TIMEZONE", "UTC")
+    assert MaintenanceSettings().timezone == "UTC"
