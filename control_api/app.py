@@ -2,47 +2,34 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
-from collections.abc import Callable
 from contextlib import asynccontextmanager
-from typing import Annotated
 
-import dagster as dg
 import sqlalchemy as sa
-from fastapi import Depends, FastAPI, Query, Request
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
-    generate_latest,
     multiprocess,
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_api import schedulers, status
 from control_api.auth import ApiKeyMiddleware, add_security_scheme
 from control_api.config import ApiSettings, settings_from_env
-from control_api.deps import ApiState, api_state, instance
+from control_api.deps import ApiState
 from control_api.docs_page import add_docs_routes
-from control_api.executions import (
-    EXECUTION_STATUSES,
-    CursorError,
-    ExecutionPage,
-    ExecutionQuery,
-    list_executions,
-)
+from control_api.executions import CursorError
 from control_api.metrics import StorageCollector
-from control_api.tasks import router as tasks_router
+from control_api.routes.executions import router as executions_router
+from control_api.routes.status import router as status_router
+from control_api.routes.tasks import router as tasks_router
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
 from orchestration_core.postgres import create_engine
 
 log = logging.getLogger("control_api")
-StatusName = Annotated[str | None, Query(pattern="^(" + "|".join(EXECUTION_STATUSES) + ")$")]
 
 
 class RequestCounter:
@@ -145,6 +132,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
                        ["method", "route", "status"], registry=None if multiprocess_dir else metrics_registry)
     if multiprocess_dir:
         multiprocess.MultiProcessCollector(metrics_registry, path=multiprocess_dir)
+    state.metrics_registry = metrics_registry
     metrics_registry.register(StorageCollector(
         instance=lambda: state.instance,
         registry=lambda: state.registry,
@@ -168,59 +156,8 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.state.api = state
     _install_error_handlers(app)
     app.include_router(tasks_router)
-
-    @app.get("/executions", response_model=ExecutionPage, tags=["executions"])
-    async def executions(
-        task_name: Annotated[str | None, Query(max_length=200)] = None,
-        status_: Annotated[StatusName, Query(alias="status")] = None,
-        service: Annotated[str | None, Query(max_length=100)] = None,
-        limit: Annotated[int, Query(ge=1, le=100)] = 20,
-        cursor: Annotated[str | None, Query(max_length=300, description="next_cursor of the previous page")] = None,
-    ):
-        query = ExecutionQuery(task_name=task_name, service=service, status=status_, limit=limit, cursor=cursor)
-        # Serialised once (FastAPI does not validate the built page again) and cached briefly.
-        return await cached(("executions", query), lambda: list_executions(
-            state.instance, query, settings.dagster_ui_url).model_dump_json())
-
-    @app.get("/stats", response_model=status.Stats, tags=["status"])
-    async def stats():
-        return await cached(("stats",), lambda: status.stats(
-            state.instance, state.prepared_registry(), settings.heartbeat_max_age_seconds).model_dump_json())
-
-    async def cached(key: tuple, compute: Callable[[], str | bytes]) -> Response:
-        # A usable page is answered on the event loop (an ageing one also starts one refresh in a worker thread);
-        # building a missing one (blocking database reads, one flight per key) runs in the thread pool, like
-        # FastAPI's sync routes.
-        compute_bytes = lambda: _as_bytes(compute())  # noqa: E731
-        body, refresh = state.responses.peek(key)
-        if refresh:
-            asyncio.get_running_loop().run_in_executor(None, state.responses.refresh, key, compute_bytes)
-        if body is None:
-            body = await run_in_threadpool(state.responses.get, key, compute_bytes)
-        return Response(body, media_type="application/json")
-
-    @app.get("/health", response_model=status.Health, tags=["status"],
-             responses={503: {"model": status.Health, "description": "a database is unreachable"}})
-    def health(api: Annotated[ApiState, Depends(api_state)]):
-        try:
-            dagster = api.instance
-        except Exception as exc:  # the instance itself could not be opened (storage down at start)
-            log.warning("health: cannot open the Dagster instance: %s", exc)
-            body = status.Health(status="unavailable", registry_database="unknown",
-                                 dagster_storage=f"unreachable ({type(exc).__name__})",
-                                 scheduler_running=False, daemon_heartbeat_age_seconds={})
-            return JSONResponse(body.model_dump(), status_code=503)
-        result = status.health(dagster, api.registry, settings.heartbeat_max_age_seconds)
-        return JSONResponse(result.model_dump(), status_code=503 if result.status == "unavailable" else 200)
-
-    @app.get("/schedulers", response_model=list[schedulers.Instigator], tags=["status"])
-    def list_schedulers(dagster: Annotated[dg.DagsterInstance, Depends(instance)]):
-        return list(schedulers.list_instigators(dagster))
-
-    @app.get("/metrics", tags=["status"], response_class=Response,
-             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}})
-    def metrics():
-        return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
+    app.include_router(executions_router)
+    app.include_router(status_router)
 
     def openapi() -> dict:
         if app.openapi_schema is None:
@@ -244,10 +181,6 @@ def _racing_engine(state: ApiState) -> sa.Engine | None:
     if not hasattr(state, "_racing"):
         state._racing = create_engine(url, "api_metrics")
     return state._racing
-
-
-def _as_bytes(body: str | bytes) -> bytes:
-    return body.encode() if isinstance(body, str) else body
 
 
 def app_from_env() -> FastAPI:

@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import dagster as dg
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import NoDecode
 
 from control_api.docs_page import DOCS_ASSET_PATHS

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from collections.abc import Callable
 from functools import cached_property
 
 import dagster as dg
 import sqlalchemy as sa
 from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import Response
 
 from control_api.config import ApiSettings
 from control_api.response_cache import ResponseCache
@@ -56,9 +60,27 @@ class ApiState:
                     self._instance = instance
         return self._instance
 
+    async def cached_response(self, key: tuple, compute: Callable[[], str | bytes]) -> Response:
+        """A read-only page from the response cache, or built by `compute` (one flight per key).
+
+        A usable page is answered on the event loop (an ageing one also starts one refresh in a worker thread);
+        building a missing one (blocking database reads) runs in the thread pool, like FastAPI's sync routes.
+        """
+        compute_bytes = lambda: _as_bytes(compute())  # noqa: E731
+        body, refresh = self.responses.peek(key)
+        if refresh:
+            asyncio.get_running_loop().run_in_executor(None, self.responses.refresh, key, compute_bytes)
+        if body is None:
+            body = await run_in_threadpool(self.responses.get, key, compute_bytes)
+        return Response(body, media_type="application/json")
+
     def close(self) -> None:
         if "registry" in self.__dict__:
             self.registry.dispose()
+
+
+def _as_bytes(body: str | bytes) -> bytes:
+    return body.encode() if isinstance(body, str) else body
 
 
 def api_state(request: Request) -> ApiState:

@@ -8,7 +8,10 @@ exact public paths so the API-key middleware can stay exact.
 from pathlib import Path
 
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.openapi.docs import (
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
 from fastapi.responses import FileResponse, HTMLResponse
 
 DOCS_JS_PATH = "/docs/swagger-ui-bundle.js"

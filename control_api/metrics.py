@@ -23,8 +23,14 @@ from prometheus_client.registry import Collector
 
 from control_api.status import concurrent_limit
 from maintenance_jobs.database.tables import scheduled_tasks
-from orchestration_core.dagster_internals import RunTagsTable, RunsTable
-from orchestration_core.run_outcome import TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED, TAG_KIND, TAG_OUTCOME, outcome_of
+from orchestration_core.dagster_internals import RunsTable, RunTagsTable
+from orchestration_core.run_outcome import (
+    TAG_ITEMS_FAILED,
+    TAG_ITEMS_PROCESSED,
+    TAG_KIND,
+    TAG_OUTCOME,
+    outcome_of,
+)
 
 log = logging.getLogger(__name__)
 WINDOWS = {"1h": dt.timedelta(hours=1), "24h": dt.timedelta(hours=24)}

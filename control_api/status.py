@@ -15,12 +15,11 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel
 
-
 from control_api.config import SCHEDULING_DAEMONS
 from control_api.executions import EXECUTION_STATUSES, execution_status
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.tags import TAG_STATUS
-from orchestration_core.dagster_internals import RunTagsTable, RunsTable
+from orchestration_core.dagster_internals import RunsTable, RunTagsTable
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND
 
 log = logging.getLogger(__name__)

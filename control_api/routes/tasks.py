@@ -8,8 +8,8 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, ConfigDict, create_model
 
-from maintenance_jobs import registry as tasks_registry
 from control_api.deps import ApiState, api_state, registry
+from maintenance_jobs import registry as tasks_registry
 from maintenance_jobs.models import Task, TaskSpec, TaskValidationError
 from maintenance_jobs.trigger import trigger_task
 

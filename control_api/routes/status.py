@@ -1,0 +1,50 @@
+"""`/stats`, `/health`, `/schedulers` and `/metrics`: the state of the scheduler and of the databases behind it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import dagster as dg
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from control_api import schedulers, status
+from control_api.deps import ApiState, api_state, instance
+
+log = logging.getLogger("control_api")
+router = APIRouter(tags=["status"])
+State = Annotated[ApiState, Depends(api_state)]
+
+
+@router.get("/stats", response_model=status.Stats)
+async def stats(state: State):
+    return await state.cached_response(("stats",), lambda: status.stats(
+        state.instance, state.prepared_registry(), state.settings.heartbeat_max_age_seconds).model_dump_json())
+
+
+@router.get("/health", response_model=status.Health,
+            responses={503: {"model": status.Health, "description": "a database is unreachable"}})
+def health(state: State):
+    try:
+        dagster = state.instance
+    except Exception as exc:  # the instance itself could not be opened (storage down at start)
+        log.warning("health: cannot open the Dagster instance: %s", exc)
+        body = status.Health(status="unavailable", registry_database="unknown",
+                             dagster_storage=f"unreachable ({type(exc).__name__})",
+                             scheduler_running=False, daemon_heartbeat_age_seconds={})
+        return JSONResponse(body.model_dump(), status_code=503)
+    result = status.health(dagster, state.registry, state.settings.heartbeat_max_age_seconds)
+    return JSONResponse(result.model_dump(), status_code=503 if result.status == "unavailable" else 200)
+
+
+@router.get("/schedulers", response_model=list[schedulers.Instigator])
+def list_schedulers(dagster: Annotated[dg.DagsterInstance, Depends(instance)]):
+    return list(schedulers.list_instigators(dagster))
+
+
+@router.get("/metrics", response_class=Response,
+            responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}})
+def metrics(state: State):
+    return Response(generate_latest(state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
