@@ -34,10 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dagster as dg  # noqa: E402
 
+from orchestration_core.settings import racing_timezone  # noqa: E402
 from racing_orchestration.ingestion.combinations import (  # noqa: E402
     CombinationResult,
     ScrapeCombination,
     plan_combinations,
+    scrape_days,
 )
 from racing_orchestration.threaded_executor import threadpool_executor  # noqa: E402
 
@@ -104,8 +106,9 @@ def main() -> int:
     from racing_orchestration.ingestion.runner import run_morning_scrape
     from racing_orchestration.tab.client import TabClient
 
-    today = dt.date.today()
-    days = [today, today + dt.timedelta(days=1)]
+    # Today and tomorrow in the racing timezone, as the scheduled job picks them (the machine's local date is a day
+    # off from NZ's for half of every UTC day).
+    days = scrape_days(dt.datetime.now(dt.UTC), racing_timezone())
     page_limit = TabClient.model_fields["page_limit"].default
     timings: dict[str, list[float]] = {"threaded": [], "sequential": []}
     requests: dict[str, list[int]] = {"threaded": [], "sequential": []}

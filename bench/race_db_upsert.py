@@ -27,7 +27,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert  # noqa: E402
 
 from racing_orchestration.race_db import store, upsert  # noqa: E402
 
-SAMPLE = Path(__file__).resolve().parent.parent.parent / "shared" / "tab_samples" / "nz_meetings_list_2025-07-17.json"
+SAMPLE = (Path(__file__).resolve().parent.parent / "tests" / "racing_orchestration" / "tab" / "samples"
+          / "nz_meetings_list_2025-07-17.json")
 
 
 def values_form(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]], key, extra_set=None, compare=None):

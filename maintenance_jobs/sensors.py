@@ -18,6 +18,11 @@ from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
 _MAX_RUNTIME_MARKER = "exceeding maximum runtime"
 
 
+def utc_now() -> dt.datetime:
+    """The dispatcher's clock (UTC, whatever the machine's zone); tests replace it with a fake one."""
+    return dt.datetime.now(dt.UTC)
+
+
 def parse_cursor(cursor: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(cursor) if cursor else None
 
@@ -60,7 +65,7 @@ def dispatch_tick(registry: MaintenanceRegistryResource, cursor: str | None, now
 def maintenance_dispatcher(
     context: dg.SensorEvaluationContext, maintenance_registry: MaintenanceRegistryResource
 ) -> dg.SensorResult:
-    tick = dispatch_tick(maintenance_registry, context.cursor, dt.datetime.now(dt.UTC))
+    tick = dispatch_tick(maintenance_registry, context.cursor, utc_now())
     if tick.catch_up_notice:
         context.log.warning(tick.catch_up_notice)
     return tick.result

@@ -20,7 +20,7 @@ from local_stack.embedded_postgres import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TAB_SAMPLES_DIR = REPO_ROOT.parent / "shared" / "tab_samples"
+TAB_SAMPLES_DIR = REPO_ROOT / "tests" / "racing_orchestration" / "tab" / "samples"  # real API responses, in the repo
 
 
 @pytest.fixture(scope="session")

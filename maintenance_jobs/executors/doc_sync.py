@@ -129,6 +129,14 @@ def _replace_tree(git: Git, upstream: Path, commit: str, paths: tuple[str, ...],
         return sum(1 for member in tar.getmembers() if member.isfile())
 
 
+def snapshot_tag(now: dt.datetime) -> str:
+    """The tag of `now`'s snapshot, named by its UTC date: the same instant gets the same tag on every machine and
+    from every caller, whatever their local zone (a naive time has no instant, so it is refused)."""
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError(f"snapshot time must be timezone-aware, got {now!r}")
+    return f"snapshot-{now.astimezone(dt.UTC).date().isoformat()}"
+
+
 def sync_info(config: DocSyncConfig, commit: str, synced_at: dt.datetime, git: Git) -> str:
     paths = ", ".join(config.docs_paths) if config.docs_paths else "(whole repository)"
     return (
@@ -150,7 +158,7 @@ def sync_docs(
     now: dt.datetime,
     log: logging.Logger | logging.LoggerAdapter,
 ) -> DocSyncResult:
-    """Fetch upstream, keep `docs_paths`, commit with `.SYNC_INFO.md`, push and tag `snapshot-YYYY-MM-DD`."""
+    """Fetch upstream, keep `docs_paths`, commit with `.SYNC_INFO.md`, push and tag `snapshot-YYYY-MM-DD` (UTC date)."""
     git = Git(token, log)
     cache = work_dir / "doc_sync" / config.project
     upstream_commit = _fetch_upstream(git, cache / "upstream.git", config)
@@ -177,9 +185,9 @@ def sync_docs(
     git(*_AUTHOR, "commit", "-q", "-m", message, cwd=checkout)
     head = git("rev-parse", "HEAD", cwd=checkout)
     git("push", "-q", target_url, f"HEAD:refs/heads/{config.target_branch}", cwd=checkout, auth=True)
-    # One snapshot per day: a second sync on the same day moves that day's tag to the newer commit.
-    tag = f"snapshot-{now.date().isoformat()}"
-    git(*_AUTHOR, "tag", "-f", "-a", tag, "-m", f"Snapshot of {config.project} docs {now.date()}", cwd=checkout)
+    # One snapshot per (UTC) day: a second sync on the same day moves that day's tag to the newer commit.
+    tag = snapshot_tag(now)
+    git(*_AUTHOR, "tag", "-f", "-a", tag, "-m", f"Snapshot of {config.project} docs {tag.removeprefix('snapshot-')}", cwd=checkout)
     git("push", "-q", "-f", target_url, f"refs/tags/{tag}", cwd=checkout, auth=True)
     log.info(f"{config.project}: pushed {head[:12]} ({files} files) and tag {tag}")
     return DocSyncResult(config.project, upstream_commit, head, True, files, tag, paths)

@@ -7,6 +7,7 @@ import email.utils
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -86,6 +87,7 @@ class TabClient(dg.ConfigurableResource):
 
     _http: httpx.Client | None = PrivateAttr(default=None)
     _transport: httpx.BaseTransport | None = PrivateAttr(default=None)
+    _sleep: Callable[[float], None] = PrivateAttr(default=time.sleep)  # between attempts; tests record the waits
     _calls: list[ApiCall] = PrivateAttr(default_factory=list)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     # A fork borrows its parent's connection pool: one pool per run, not one per step. A new httpx.Client builds an
@@ -101,6 +103,11 @@ class TabClient(dg.ConfigurableResource):
         """Use this httpx transport (tests); returns self for chaining."""
         self.close()
         self._transport = transport
+        return self
+
+    def with_sleep(self, sleep: Callable[[float], None]) -> TabClient:
+        """Wait between attempts with `sleep` instead of time.sleep (tests); returns self for chaining."""
+        self._sleep = sleep
         return self
 
     def fork(self) -> TabClient:
@@ -222,7 +229,7 @@ class TabClient(dg.ConfigurableResource):
                     record("ok" if items else "empty", items=items)
                     return result
             if attempts < self.max_attempts:
-                time.sleep(wait)
+                self._sleep(wait)
         error = f"TAB {endpoint} {path}: {problem} (gave up after {attempts} attempts)"
         record("error", error=error)
         raise TabTransientError(error, status_code)

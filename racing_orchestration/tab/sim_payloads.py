@@ -1,4 +1,5 @@
-"""JSON bodies of the simulated feed, in the real API's shapes (see ../shared/tab_samples), at a given instant."""
+"""JSON bodies of the simulated feed, in the real API's shapes (see tests/racing_orchestration/tab/samples), at a given
+instant."""
 
 from __future__ import annotations
 

@@ -12,9 +12,11 @@ import sqlalchemy as sa
 
 from dagster._core.test_utils import create_run_for_test
 from dagster._daemon.monitoring.run_monitoring import check_run_timeout
+from maintenance_jobs import sensors
 from maintenance_jobs.jobs import example_executor_job
 from maintenance_jobs.registry import create_task, get_task, update_task
 from maintenance_jobs.resources import MaintenanceRegistryResource
+from maintenance_jobs.schedule import floor_minute
 from maintenance_jobs.seed import prepare_registry
 from maintenance_jobs.sensors import (
     classify_run_end,
@@ -119,19 +121,53 @@ def test_registry_changes_apply_on_the_next_tick(registry_resource: MaintenanceR
     assert quiet.result.run_requests == [] and "no task due" in quiet.result.skip_reason.skip_message
 
 
-def test_sensor_definition_evaluates_against_the_registry(example_enabled: MaintenanceRegistryResource) -> None:
-    with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance, resources={"maintenance_registry": example_enabled})
-        first = maintenance_dispatcher.evaluate_tick(context)
-        assert [r.tags["maintenance/task"] for r in first.run_requests][-1] == "test_example_task"
-        context = dg.build_sensor_context(
-            instance=instance, cursor=first.cursor, resources={"maintenance_registry": example_enabled}
-        )
-        again = maintenance_dispatcher.evaluate_tick(context)
-    now_minute = dt.datetime.now(UTC).replace(second=0, microsecond=0)
-    assert dt.datetime.fromisoformat(first.cursor) in (now_minute, now_minute - dt.timedelta(minutes=1))
-    # Within the same minute nothing new is due; a minute later only that minute is.
-    assert len(again.run_requests) <= 1
+class FakeClock:
+    """The dispatcher's clock in a test: a fixed UTC instant that moves only when the test moves it."""
+
+    def __init__(self, now: dt.datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("seconds_later", "example_minutes"),
+    [
+        (30, []),  # the same minute again: nothing new is due
+        (60, ["03:06"]),  # the next minute, and only it
+        (180, ["03:06", "03:07", "03:08"]),  # a late tick catches up on every minute since the cursor
+    ],
+)
+def test_sensor_definition_evaluates_against_the_registry(
+    example_enabled: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch,
+    seconds_later: int, example_minutes: list[str],
+) -> None:
+    clock = FakeClock(NOW)
+    monkeypatch.setattr(sensors, "utc_now", clock)
+
+    def evaluate(cursor: str | None):
+        context = dg.build_sensor_context(instance=pg_instance, cursor=cursor,
+                                          resources={"maintenance_registry": example_enabled})
+        return maintenance_dispatcher.evaluate_tick(context)
+
+    first = evaluate(None)
+    assert [r.run_key for r in first.run_requests] == [
+        "backup_docker_configs_daily:2025-06-03T03:05+12:00",
+        "test_example_task:2025-06-03T03:05+12:00",
+    ]
+    assert first.cursor == "2025-06-02T15:05:00+00:00"
+    clock.advance(seconds_later)
+    again = evaluate(first.cursor)
+    assert [r.run_key for r in again.run_requests] == [
+        f"test_example_task:2025-06-03T{minute}+12:00" for minute in example_minutes
+    ]
+    assert again.cursor == floor_minute(clock.now).isoformat()
+    if not example_minutes:
+        assert "already evaluated" in again.skip_message
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,19 @@ import datetime as dt
 import logging
 import subprocess
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import dagster as dg
 import pytest
 
 from maintenance_jobs.executor_configs import DocSyncConfig
-from maintenance_jobs.executors.doc_sync import SYNC_INFO_FILE, GitCommandError, sync_docs, target_repo_url
+from maintenance_jobs.executors.doc_sync import (
+    SYNC_INFO_FILE,
+    GitCommandError,
+    snapshot_tag,
+    sync_docs,
+    target_repo_url,
+)
 from maintenance_jobs.jobs import doc_sync_executor_job
 from maintenance_jobs.resources import GiteaResource
 from maintenance_jobs.tags import TAG_OUTPUT, TAG_TASK
@@ -186,6 +193,26 @@ def test_http_remote_with_wrong_token_fails_with_a_scrubbed_message(
     assert not any(WRONG_TOKEN in line for line in log_lines(log))
 
 
+@pytest.mark.parametrize(
+    ("now", "tag"),
+    [
+        (NOW, "snapshot-2025-06-11"),
+        # Auckland is already on the 12th, UTC still on the 11th: the UTC date names the snapshot.
+        (dt.datetime(2025, 6, 12, 9, 30, tzinfo=ZoneInfo("Pacific/Auckland")), "snapshot-2025-06-11"),
+        # UTC-12 is still on the 10th, UTC already on the 11th.
+        (dt.datetime(2025, 6, 10, 13, 0, tzinfo=dt.timezone(dt.timedelta(hours=-12))), "snapshot-2025-06-11"),
+    ],
+)
+def test_snapshot_tag_is_the_utc_date_of_the_instant(now: dt.datetime, tag: str) -> None:
+    assert snapshot_tag(now) == tag
+
+
+def test_snapshot_tag_refuses_a_naive_time() -> None:
+    # A naive time would be read in the machine's local zone, so the tag would depend on the machine.
+    with pytest.raises(ValueError, match="timezone-aware"):
+        snapshot_tag(dt.datetime(2025, 6, 11, 4, 0))
+
+
 def _all_event_text(instance: dg.DagsterInstance, run_id: str) -> str:
     return "\n".join(str(entry) for entry in instance.all_logs(run_id))
 
@@ -195,6 +222,9 @@ def test_op_metadata_tags_and_events_are_free_of_the_token(
     upstream: Upstream, gitea_root: Path, tmp_path: Path, token: str
 ) -> None:
     run_config = {"ops": {"run_doc_sync_executor": {"config": config(upstream).model_dump()}}}
+    # The op reads the real clock; the tag is named by the UTC date of that moment (never the machine's local date),
+    # which lies between these two readings even when the run crosses midnight UTC.
+    utc_days_around_run = {dt.datetime.now(dt.UTC).date()}
     with GitHttpServer(gitea_root, TOKEN) as server, dg.instance_for_test() as instance:
         gitea = GiteaResource(base_url=server.base_url, token=token, work_dir=str(tmp_path / "w"))
         result = doc_sync_executor_job.execute_in_process(
@@ -206,6 +236,7 @@ def test_op_metadata_tags_and_events_are_free_of_the_token(
         )
         text = _all_event_text(instance, result.run_id)
         tags = instance.get_run_by_id(result.run_id).tags
+    utc_days_around_run.add(dt.datetime.now(dt.UTC).date())
     assert token not in text and token not in str(tags)
     if token == TOKEN:
         assert result.success
@@ -214,7 +245,7 @@ def test_op_metadata_tags_and_events_are_free_of_the_token(
         step_output = next(e for e in result.all_events if e.event_type_value == "STEP_OUTPUT")
         values = step_output.event_specific_data.metadata
         assert values["changed"].value is True and len(values["upstream_commit"].value) == 40
-        assert values["snapshot_tag"].value == "snapshot-" + dt.date.today().isoformat()
+        assert values["snapshot_tag"].value in {f"snapshot-{day.isoformat()}" for day in utc_days_around_run}
         assert "synced 2 files" in tags[TAG_OUTPUT] and tags["racing/outcome"] == "success"
     else:
         assert not result.success

@@ -1,18 +1,23 @@
-"""`racing sim`: argument handling, and the real process serving until SIGTERM."""
+"""`racing sim`: argument handling, and the real command, in a child process, serving until SIGTERM."""
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
 
+from local_stack.stack import free_port, wait_for_http
 from racing_orchestration.cli import build_parser
+from racing_orchestration.cli import sim as cli_sim
 from racing_orchestration.cli.sim import config_from_args, run_sim
+from racing_orchestration.tab.sim_feed import SimFeedServer
 
 
 @pytest.mark.unit
@@ -38,40 +43,72 @@ def test_fault_rates_are_checked() -> None:
         config_from_args(args)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.api
-def test_racing_sim_serves_until_sigterm(capsys: pytest.CaptureFixture[str]) -> None:
-    port = _free_port()
-    args = build_parser().parse_args(["sim", "--port", str(port), "--seed", "4"])
+def test_racing_sim_serves_until_sigterm() -> None:
+    # The signal goes to a child process running the real command, never to pytest's own process: there a missing or
+    # early-restored handler would end the whole test session instead of failing this test.
+    port = free_port()
     root = f"http://127.0.0.1:{port}"
-    seen: dict[str, object] = {}
-
-    def use_then_terminate() -> None:
-        try:
-            for _ in range(100):
-                try:
-                    seen["meetings"] = httpx.get(f"{root}/affiliates/v1/racing/meetings?category=T&country=NZ").json()
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.05)
-            seen["stats"] = httpx.get(f"{root}/_sim/stats").json()
-        finally:
-            os.kill(os.getpid(), signal.SIGTERM)  # what a supervisor or Ctrl-C does
-
-    before = signal.getsignal(signal.SIGTERM)
-    user = threading.Thread(target=use_then_terminate)
-    user.start()
-    assert run_sim(args) == 0
-    user.join(timeout=10)
-    assert signal.getsignal(signal.SIGTERM) is before  # handlers are restored
-    out = capsys.readouterr().out
-    assert f"simulated TAB feed at {root}/affiliates/v1/racing" in out and "stopped" in out
-    assert seen["meetings"]["header"]["title"] == "Race Meetings" and seen["meetings"]["data"]["meetings"]
-    assert seen["stats"]["requests"] == {"/meetings": 1} and seen["stats"]["config"]["seed"] == 4
+    sim = subprocess.Popen([sys.executable, "-m", "racing_orchestration.cli", "sim", "--port", str(port), "--seed", "4"],
+                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_http(f"{root}/_sim/stats", 60, sim)
+        meetings = httpx.get(f"{root}/affiliates/v1/racing/meetings?category=T&country=NZ", timeout=30).json()
+        stats = httpx.get(f"{root}/_sim/stats", timeout=30).json()
+        sim.send_signal(signal.SIGTERM)  # what a supervisor does
+        out, err = sim.communicate(timeout=60)
+    finally:
+        if sim.poll() is None:
+            sim.kill()
+            sim.wait()
+    assert sim.returncode == 0, err
+    assert f"simulated TAB feed at {root}/affiliates/v1/racing" in out
+    assert out.rstrip().endswith("simulated TAB feed stopped")
+    assert meetings["header"]["title"] == "Race Meetings" and meetings["data"]["meetings"]
+    assert stats["requests"] == {"/meetings": 1} and stats["config"]["seed"] == 4
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{root}/_sim/stats", timeout=1)
+
+
+class _StopRecordingServer(SimFeedServer):
+    """The real server, remembering the stop event run_sim serves until (so a test can always end the run)."""
+
+    stops: ClassVar[list[threading.Event]] = []
+
+    def serve_until(self, stop: threading.Event) -> None:
+        self.stops.append(stop)
+        super().serve_until(stop)
+
+
+@pytest.mark.api
+def test_racing_sim_stops_through_its_handler_and_restores_the_previous_ones(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # In-process and without sending a signal: the handler run_sim installed is called directly, as the signal would
+    # call it. Without such a handler the run is stopped through its event, so a regression fails instead of hanging.
+    monkeypatch.setattr(cli_sim, "SimFeedServer", _StopRecordingServer)
+    monkeypatch.setattr(_StopRecordingServer, "stops", [])
+    args = build_parser().parse_args(["sim", "--port", str(free_port())])
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    installed: list[object] = []
+
+    def stop_once_serving() -> None:
+        while not _StopRecordingServer.stops:
+            time.sleep(0.02)
+        handler = signal.getsignal(signal.SIGTERM)
+        installed.append(handler)
+        if handler is before[signal.SIGTERM] or not callable(handler):
+            _StopRecordingServer.stops[0].set()
+        else:
+            handler(signal.SIGTERM, None)
+
+    stopper = threading.Thread(target=stop_once_serving, daemon=True)
+    stopper.start()
+    assert run_sim(args) == 0
+    stopper.join(timeout=10)
+    assert installed and installed[0] is not before[signal.SIGTERM]
+    assert {signum: signal.getsignal(signum) for signum in before} == before
+    assert capsys.readouterr().out.rstrip().endswith("simulated TAB feed stopped")

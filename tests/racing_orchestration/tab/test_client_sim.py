@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
-import time
 from collections.abc import Iterator
 
 import dagster as dg
@@ -39,6 +38,17 @@ def make_client(server: SimFeedServer, **overrides: object) -> TabClient:
     fields = {"base_url": server.base_url, "from_email": "ops@example.org", "partner_name": "Racing Orchestration",
               "partner_id": "partner-42", "timeout_seconds": 0.5, "retry_backoff_seconds": 0.01}
     return TabClient(**{**fields, **overrides})
+
+
+class RecordedSleep:
+    """Stands in for time.sleep between attempts: records each wait and how many requests the feed had seen then."""
+
+    def __init__(self, server: SimFeedServer) -> None:
+        self.server = server
+        self.waits: list[tuple[float, int]] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append((seconds, self.server.stats()["total"]))
 
 
 def today(server: SimFeedServer) -> dt.date:
@@ -130,11 +140,12 @@ def test_persistent_faults_raise_transient_error(feed_server: SimFeedServer) -> 
 def test_timeouts_exhausted_raise_transient_error(feed_server: SimFeedServer) -> None:
     feed_server.feed.queue_faults("timeout", "timeout")
     client = make_client(feed_server, timeout_seconds=0.3, max_attempts=2)
-    started = time.monotonic()
+    # The client gave up on its own timeout: had it waited for the server, which holds the request 2 s and then drops
+    # the connection, it would report a connection error.
     with pytest.raises(TabTransientError, match="timeout after 0.3s"):
         client.get_event("whatever")
-    assert time.monotonic() - started < 2.0  # the client gave up; it did not wait for the server
-    assert client.calls[0].status_code is None
+    assert client.calls[0].status_code is None and client.calls[0].attempts == 2
+    assert feed_server.stats()["faults"] == {"timeout": 2}
 
 
 @pytest.mark.api
@@ -151,21 +162,24 @@ def test_malformed_payload_is_reported_not_retried(feed_server: SimFeedServer) -
 @pytest.mark.api
 def test_retry_after_is_honoured(feed_server: SimFeedServer) -> None:
     feed_server.feed.queue_faults("429")
-    client = make_client(feed_server)
-    started = time.monotonic()
+    sleep = RecordedSleep(feed_server)
+    client = make_client(feed_server).with_sleep(sleep)
     assert client.list_meetings(today(feed_server), "T", "NZ")
-    assert time.monotonic() - started >= 1.0  # the sim asks for one second; backoff alone is 10 ms
-    assert client.calls[0].attempts == 2
+    # One wait, of the second the sim asks for (backoff alone is 10 ms), after the 429 and before the retry.
+    assert sleep.waits == [(1.0, 1)]
+    assert client.calls[0].attempts == 2 and feed_server.stats()["total"] == 2
 
 
 @pytest.mark.api
 def test_retry_after_is_capped(feed_server: SimFeedServer) -> None:
     feed_server.feed.queue_faults("429", "429", "429")
-    client = make_client(feed_server, retry_after_cap_seconds=0.1)
-    started = time.monotonic()
+    sleep = RecordedSleep(feed_server)
+    client = make_client(feed_server, retry_after_cap_seconds=0.1).with_sleep(sleep)
     with pytest.raises(TabTransientError, match="HTTP 429"):
         client.list_meetings(today(feed_server), "T", "NZ")
-    assert time.monotonic() - started < 0.9
+    # The sim asks for one second each time; the client waits the cap, between attempts only.
+    assert sleep.waits == [(0.1, 1), (0.1, 2)]
+    assert client.calls[0].attempts == 3
 
 
 @pytest.mark.api
