@@ -40,3 +40,34 @@ class MaintenanceSettings:
     timezone: str = field(default_factory=maintenance_timezone)
     work_dir: str = field(default_factory=default_work_dir)
     plugin_package: str = field(default_factory=plugin_package)
+
+
+# --- What task configs may point at (hardening) --------------------------------------------------------------------
+# Read on every validation (API writes and run start) so the API and run workers each apply their own environment.
+DEFAULT_BACKUP_SOURCE_ROOTS = "/data"  # BACKUP_SOURCES_DIR, mounted read-only in run containers
+DEFAULT_BACKUP_TARGET_ROOTS = "/backups"  # BACKUPS_DIR
+
+
+def _csv_env(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in (os.environ.get(name) or default).split(",") if item.strip()]
+
+
+def backup_source_roots() -> tuple[Path, ...]:
+    """Folders backup sources must resolve under (`MAINTENANCE_BACKUP_SOURCE_ROOTS`, comma-separated)."""
+    return tuple(Path(p) for p in _csv_env("MAINTENANCE_BACKUP_SOURCE_ROOTS", DEFAULT_BACKUP_SOURCE_ROOTS))
+
+
+def backup_target_roots() -> tuple[Path, ...]:
+    """Folders a backup_dir must resolve under (`MAINTENANCE_BACKUP_TARGET_ROOTS`, comma-separated)."""
+    return tuple(Path(p) for p in _csv_env("MAINTENANCE_BACKUP_TARGET_ROOTS", DEFAULT_BACKUP_TARGET_ROOTS))
+
+
+def doc_sync_allowed_hosts() -> frozenset[str]:
+    """Hosts doc sync may fetch from (`MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS`, comma-separated); empty: any https host."""
+    return frozenset(h.lower() for h in _csv_env("MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS"))
+
+
+def doc_sync_test_schemes() -> frozenset[str]:
+    """FOR TESTS ONLY: extra upstream URL schemes doc sync accepts besides https (`MAINTENANCE_DOC_SYNC_TEST_SCHEMES`,
+    e.g. "file,http" for local test repositories). Never set in a deployment."""
+    return frozenset(s.lower() for s in _csv_env("MAINTENANCE_DOC_SYNC_TEST_SCHEMES"))

@@ -171,3 +171,31 @@ def test_trigger_without_a_reachable_webserver_is_503_and_launches_nothing(api_s
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+DOC_SYNC = {"project": "fastapi", "upstream_repo": "https://github.com/tiangolo/fastapi.git",
+            "docs_paths": ["docs"], "gitea_repo": "library/docs-fastapi"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("upstream_repo", "--upload-pack=touch /tmp/x"),
+        ("upstream_repo", "file:///etc"),
+        ("upstream_repo", "/srv/repo.git"),
+        ("branch", "--orphan"),
+        ("target_branch", "-D"),
+        ("docs_paths", ["-x"]),
+        ("gitea_repo", "-o/x"),
+    ],
+)
+def test_doc_sync_configs_git_could_misread_are_refused_on_post_and_put(api: RunningApi, key: str, value) -> None:
+    bad = {**DOC_SYNC, key: value}
+    with api.client() as client:
+        posted = client.post("/tasks", json=task_body("sync", executor="doc_sync_executor", config=bad))
+        assert posted.status_code == 422 and posted.json()["field"] == f"config.{key}", posted.text
+        assert client.get("/tasks/sync").status_code == 404  # nothing stored
+        assert client.post("/tasks", json=task_body("sync", executor="doc_sync_executor", config=DOC_SYNC)).status_code == 201
+        put = client.put("/tasks/sync", json={"config": bad})
+        assert put.status_code == 422 and put.json()["field"] == f"config.{key}", put.text
+        assert client.get("/tasks/sync").json()["config"]["upstream_repo"] == DOC_SYNC["upstream_repo"]

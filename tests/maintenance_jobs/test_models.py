@@ -73,3 +73,64 @@ def test_accepted(changes: dict) -> None:
     assert spec.task_name == "nightly"
     if "docs_paths" in spec.config:
         assert validate_task(task_data(**changes)).config["docs_paths"] == ["/docs"]  # stored as given
+
+
+DOC_SYNC_GIT_OPTIONS = [
+    ("upstream_repo", "--upload-pack=touch /tmp/x"),
+    ("upstream_repo", "-uhttps://github.com/x/y.git"),
+    ("branch", "--orphan"),
+    ("target_branch", "-D"),
+    ("docs_paths", ["--output=/tmp/x"]),
+    ("docs_paths", ["docs", "-x"]),
+    ("gitea_repo", "--mirror/x"),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), DOC_SYNC_GIT_OPTIONS)
+def test_doc_sync_refuses_anything_git_could_read_as_an_option(key: str, value) -> None:
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(executor="doc_sync_executor", config={**DOCS, key: value}))
+    assert info.value.field == f"config.{key}"
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "file:///srv/repo.git",
+        "/srv/repo.git",
+        "../repo",
+        "repo.git",
+        "http://github.com/tiangolo/fastapi.git",
+        "ssh://git@github.com/tiangolo/fastapi.git",
+        "git@github.com:tiangolo/fastapi.git",
+        "ext::sh -c touch% /tmp/x",
+        "https::ext::sh",
+        "https:///no-host",
+        "https://github.com/x y.git",
+    ],
+)
+def test_doc_sync_upstream_must_be_https(upstream: str) -> None:
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(executor="doc_sync_executor", config={**DOCS, "upstream_repo": upstream}))
+    assert info.value.field == "config.upstream_repo"
+
+
+def test_doc_sync_host_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS", "GitHub.com, codeberg.org")
+    validate_task(task_data(executor="doc_sync_executor", config=DOCS))
+    with pytest.raises(TaskValidationError, match="allowed hosts") as info:
+        validate_task(
+            task_data(executor="doc_sync_executor", config={**DOCS, "upstream_repo": "https://evil.example/x.git"})
+        )
+    assert info.value.field == "config.upstream_repo"
+
+
+def test_doc_sync_test_schemes_are_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    local = {**DOCS, "upstream_repo": "file:///srv/repo.git"}
+    with pytest.raises(TaskValidationError):
+        validate_task(task_data(executor="doc_sync_executor", config=local))
+    monkeypatch.setenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES", "file")
+    validate_task(task_data(executor="doc_sync_executor", config=local))
+    # Even then, an option stays an option.
+    with pytest.raises(TaskValidationError):
+        validate_task(task_data(executor="doc_sync_executor", config={**DOCS, "upstream_repo": "--upload-pack=x"}))
