@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 import dagster as dg
@@ -146,10 +146,43 @@ def check_doc_sync_config(config: DocSyncConfig) -> DocSyncConfig:
         raise ConfigRefused(f"doc sync config refused: {field}: {error['msg'].removeprefix('Value error, ')}") from None
 
 
+# --- Config backup: what may be read and where archives may be written --------------------------------------------
+
+
+def check_under_roots(raw: str, roots: tuple[Path, ...], setting: str) -> Path:
+    """`raw` resolved (symlinks followed, `..` collapsed), or ValueError unless that lies under one of `roots`."""
+    path = Path(raw)
+    if not path.is_absolute():
+        raise ValueError(f"{raw!r} must be an absolute path")
+    try:
+        resolved = path.resolve()
+        for root in roots:
+            real_root = root.resolve()
+            if resolved == real_root or real_root in resolved.parents:
+                return resolved
+    except (OSError, ValueError, RuntimeError):  # NUL byte, symlink loop, unreadable
+        raise ValueError(f"{raw!r} cannot be resolved") from None
+    raise ValueError(f"{raw!r} must resolve under {', '.join(str(r) for r in roots)} (set by {setting})")
+
+
+def source_path(raw: str) -> Path:
+    return check_under_roots(raw, settings.backup_source_roots(), "MAINTENANCE_BACKUP_SOURCE_ROOTS")
+
+
+def target_path(raw: str) -> Path:
+    return check_under_roots(raw, settings.backup_target_roots(), "MAINTENANCE_BACKUP_TARGET_ROOTS")
+
+
 class BackupSource(_StrictConfig):
     path: str = Field(min_length=1)
     name: str
     excludes: list[str] = []  # globs against the path relative to the source (and the file name)
+
+    @field_validator("path")
+    @classmethod
+    def _under_source_roots(cls, value: str) -> str:
+        source_path(value)
+        return value  # stored as given; the run resolves it again
 
     @field_validator("name")
     @classmethod
@@ -175,6 +208,28 @@ class ConfigBackupConfig(_StrictConfig):
         if len(set(names)) != len(names):
             raise ValueError("source names must be unique")
         return value
+
+    @field_validator("backup_dir")
+    @classmethod
+    def _under_target_roots(cls, value: str) -> str:
+        target_path(value)
+        return value
+
+
+def resolved_backup_paths(config: ConfigBackupConfig) -> tuple[list[Path], Path]:
+    """The run-time check: each source and backup_dir resolved now, under this process's roots (symlinks planted
+    since the task was written included); ConfigRefused names the field."""
+    sources = []
+    for index, source in enumerate(config.sources):
+        try:
+            sources.append(source_path(source.path))
+        except ValueError as exc:
+            raise ConfigRefused(f"backup config refused: sources.{index}.path: {exc}") from None
+    try:
+        backup_dir = target_path(config.backup_dir)
+    except ValueError as exc:
+        raise ConfigRefused(f"backup config refused: backup_dir: {exc}") from None
+    return sources, backup_dir
 
 
 class PluginRunConfig(_StrictConfig):

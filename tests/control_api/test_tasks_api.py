@@ -199,3 +199,27 @@ def test_doc_sync_configs_git_could_misread_are_refused_on_post_and_put(api: Run
         put = client.put("/tasks/sync", json={"config": bad})
         assert put.status_code == 422 and put.json()["field"] == f"config.{key}", put.text
         assert client.get("/tasks/sync").json()["config"]["upstream_repo"] == DOC_SYNC["upstream_repo"]
+
+
+BACKUP = {"sources": [{"path": "/data", "name": "docker-data"}], "backup_dir": "/backups/configs"}
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({**BACKUP, "sources": [{"path": "/etc/shadow", "name": "shadow"}]}, "config.sources.0.path"),
+        ({**BACKUP, "sources": [{"path": "/root/.ssh", "name": "ssh"}]}, "config.sources.0.path"),
+        ({**BACKUP, "backup_dir": "/etc/cron.d"}, "config.backup_dir"),
+        ({**BACKUP, "backup_dir": "../../.."}, "config.backup_dir"),
+    ],
+)
+def test_backup_paths_outside_the_roots_are_refused_on_post_and_put(api: RunningApi, config: dict, field: str) -> None:
+    with api.client() as client:
+        posted = client.post("/tasks", json=task_body("backup", executor="config_backup_executor", config=config))
+        assert posted.status_code == 422 and posted.json()["field"] == field, posted.text
+        assert client.get("/tasks/backup").status_code == 404
+        created = client.post("/tasks", json=task_body("backup", executor="config_backup_executor", config=BACKUP))
+        assert created.status_code == 201, created.text
+        put = client.put("/tasks/backup", json={"config": config})
+        assert put.status_code == 422 and put.json()["field"] == field, put.text
+        assert client.get("/tasks/backup").json()["config"] == BACKUP  # unchanged

@@ -281,7 +281,7 @@ def test_local_upstreams_are_refused_at_run_time_without_the_test_setting(
     assert git("branch", "--list", cwd=gitea_root / "library" / "docs-fastapi.git") == ""
 
 
-def test_op_fails_with_a_recorded_outcome_when_the_config_is_refused_at_run_time(
+def test_the_run_fails_when_its_worker_refuses_the_config(
     upstream: Upstream, gitea_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run_config = {"ops": {"run_doc_sync_executor": {"config": config(upstream).model_dump()}}}

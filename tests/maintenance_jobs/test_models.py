@@ -9,7 +9,7 @@ from tests.maintenance_jobs.conftest import task_data
 
 pytestmark = pytest.mark.unit
 
-BACKUP = {"sources": [{"path": "/etc", "name": "etc"}], "backup_dir": "/backups"}
+BACKUP = {"sources": [{"path": "/data/etc", "name": "etc"}], "backup_dir": "/backups"}
 DOCS = {"project": "fastapi", "upstream_repo": "https://github.com/tiangolo/fastapi.git", "gitea_repo": "library/x"}
 
 
@@ -38,7 +38,7 @@ DOCS = {"project": "fastapi", "upstream_repo": "https://github.com/tiangolo/fast
         ({"executor": "config_backup_executor", "config": {}}, "config.sources", "Field required"),
         ({"executor": "config_backup_executor", "config": {**BACKUP, "retention_days": 0}}, "config.retention_days", ">= 1"),
         (
-            {"executor": "config_backup_executor", "config": {**BACKUP, "sources": [{"path": "/a", "name": "a__b"}]}},
+            {"executor": "config_backup_executor", "config": {**BACKUP, "sources": [{"path": "/data/a", "name": "a__b"}]}},
             "config.sources.0.name",
             "no '__'",
         ),
@@ -134,3 +134,57 @@ def test_doc_sync_test_schemes_are_opt_in(monkeypatch: pytest.MonkeyPatch) -> No
     # Even then, an option stays an option.
     with pytest.raises(TaskValidationError):
         validate_task(task_data(executor="doc_sync_executor", config={**DOCS, "upstream_repo": "--upload-pack=x"}))
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({**BACKUP, "sources": [{"path": "/etc/shadow", "name": "shadow"}]}, "config.sources.0.path"),
+        ({**BACKUP, "sources": [{"path": "/root/.ssh", "name": "ssh"}]}, "config.sources.0.path"),
+        ({**BACKUP, "sources": [{"path": "/data/../etc", "name": "etc"}]}, "config.sources.0.path"),
+        ({**BACKUP, "sources": [{"path": "data/x", "name": "rel"}]}, "config.sources.0.path"),
+        ({**BACKUP, "sources": [{"path": "/database", "name": "prefix"}]}, "config.sources.0.path"),
+        ({**BACKUP, "backup_dir": "/etc/cron.d"}, "config.backup_dir"),
+        ({**BACKUP, "backup_dir": "../../.."}, "config.backup_dir"),
+        ({**BACKUP, "backup_dir": "/backups/../etc"}, "config.backup_dir"),
+        ({**BACKUP, "backup_dir": "/data/backups"}, "config.backup_dir"),  # a source root is not a target root
+    ],
+)
+def test_backup_paths_must_resolve_under_the_configured_roots(config: dict, field: str) -> None:
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(executor="config_backup_executor", config=config))
+    assert info.value.field == field
+    assert "MAINTENANCE_BACKUP_" in info.value.message or "absolute" in info.value.message
+
+
+def test_backup_roots_follow_the_setting_and_symlinks(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources, backups, outside = tmp_path / "sources", tmp_path / "backups", tmp_path / "outside"
+    for folder in (sources, backups, outside):
+        folder.mkdir()
+    monkeypatch.setenv("MAINTENANCE_BACKUP_SOURCE_ROOTS", f"/nowhere,{sources}")
+    monkeypatch.setenv("MAINTENANCE_BACKUP_TARGET_ROOTS", str(backups))
+    good = {"sources": [{"path": str(sources / "app"), "name": "app"}], "backup_dir": str(backups / "daily")}
+    validate_task(task_data(executor="config_backup_executor", config=good))
+    (sources / "escape").symlink_to(outside)
+    (backups / "escape").symlink_to(outside)
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(executor="config_backup_executor",
+                                config={**good, "sources": [{"path": str(sources / "escape"), "name": "x"}]}))
+    assert info.value.field == "config.sources.0.path"
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(executor="config_backup_executor", config={**good, "backup_dir": str(backups / "escape")}))
+    assert info.value.field == "config.backup_dir"
+
+
+def test_seeded_tasks_are_valid_under_the_default_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from maintenance_jobs.seed import SEED_FILE
+
+    for name in ("MAINTENANCE_BACKUP_SOURCE_ROOTS", "MAINTENANCE_BACKUP_TARGET_ROOTS",
+                 "MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS", "MAINTENANCE_DOC_SYNC_TEST_SCHEMES"):
+        monkeypatch.delenv(name, raising=False)
+    import yaml
+
+    tasks = yaml.safe_load(SEED_FILE.read_text())["tasks"]
+    assert any(t["executor"] == "config_backup_executor" for t in tasks)
+    for task in tasks:
+        validate_task(task)
