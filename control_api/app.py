@@ -36,6 +36,8 @@ from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidatio
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
 
 log = logging.getLogger("control_api")
+# pydantic-core evaluates `pattern` with its Rust regex engine, where `$` is the end of the text: "success\n" is
+# refused (tests/control_api/test_tasks_api.py checks it).
 StatusName = Annotated[str | None, Query(pattern="^(" + "|".join(EXECUTION_STATUSES) + ")$")]
 
 

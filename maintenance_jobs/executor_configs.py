@@ -11,7 +11,8 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from maintenance_jobs import settings
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Used with fullmatch: `$` would also match before a trailing newline.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class ConfigRefused(ValueError):
@@ -79,7 +80,7 @@ def check_docs_path(raw: str) -> str:
 
 def check_gitea_repo(value: str) -> str:
     parts = value.removesuffix(".git").split("/")
-    if len(parts) != 2 or not all(_SAFE_NAME.match(p) for p in parts):
+    if len(parts) != 2 or not all(_SAFE_NAME.fullmatch(p) for p in parts):
         raise ValueError("must be 'owner/name'")
     return value.removesuffix(".git")
 
@@ -109,7 +110,7 @@ class DocSyncConfig(_StrictConfig):
     @field_validator("project")
     @classmethod
     def _project_is_a_name(cls, value: str) -> str:
-        if not _SAFE_NAME.match(value):
+        if not _SAFE_NAME.fullmatch(value):
             raise ValueError("must be letters, digits, '_', '.' or '-'")
         return value
 
@@ -188,7 +189,7 @@ class BackupSource(_StrictConfig):
     @classmethod
     def _archive_safe_name(cls, value: str) -> str:
         # Archive names are <task>__<source>__<stamp>; "__" inside a source name would blur whose archive is whose.
-        if not _SAFE_NAME.match(value) or "__" in value:
+        if not _SAFE_NAME.fullmatch(value) or "__" in value:
             raise ValueError("must be letters, digits, '_', '.' or '-' (no '__')")
         return value
 

@@ -14,7 +14,8 @@ from maintenance_jobs.executor_configs import BUILTIN_CONFIGS
 from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, validate_plugin_config
 from maintenance_jobs.schedule import CronFields
 
-_TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+# fullmatch, never match with `$`: `$` also matches before a trailing newline ("x\n" would pass).
+_TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 PRIORITY_BANDS = "1-5 emergency, 10-30 user, 40-70 maintenance, 71-100 low"
 STATUSES = ("success", "failed", "timeout", "canceled")
 
@@ -52,7 +53,7 @@ class TaskSpec(BaseModel):
     @field_validator("task_name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _TASK_NAME.match(value):
+        if not _TASK_NAME.fullmatch(value):
             raise ValueError("must be 1-200 letters, digits, '_', '.' or '-', starting with a letter or digit")
         return value
 

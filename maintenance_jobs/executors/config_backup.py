@@ -162,11 +162,11 @@ def backup_source(
 
 def expired_archives(backup_dir: Path, task_name: str, source: str, now: dt.datetime, retention_days: int) -> list[Path]:
     """This task's archives of `source` older than `retention_days` (by the timestamp in their name)."""
-    pattern = re.compile(rf"^{re.escape(task_name)}__{re.escape(source)}__(\d{{8}}T\d{{6}}Z)\.tar(\.gz)?$")
+    pattern = re.compile(rf"{re.escape(task_name)}__{re.escape(source)}__(\d{{8}}T\d{{6}}Z)\.tar(\.gz)?")
     cutoff = now.astimezone(dt.UTC) - dt.timedelta(days=retention_days)
     expired = []
     for entry in backup_dir.iterdir():
-        match = pattern.match(entry.name)
+        match = pattern.fullmatch(entry.name)
         if match and entry.is_file():
             stamp = dt.datetime.strptime(match.group(1), _STAMP_FORMAT).replace(tzinfo=dt.UTC)
             if stamp < cutoff:

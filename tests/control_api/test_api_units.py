@@ -74,7 +74,9 @@ def test_cursor_round_trip_keeps_microseconds() -> None:
     assert decode_cursor(encode_cursor("r1", created.replace(tzinfo=None)))[1] == created
 
 
-@pytest.mark.parametrize("cursor", ["", "abc", "run:12.5", "run:-1", "a b:1", "run:" + "9" * 18, "x" * 300 + ":1"])
+@pytest.mark.parametrize(
+    "cursor", ["", "abc", "run:12.5", "run:-1", "a b:1", "run:" + "9" * 18, "x" * 300 + ":1", "run:1\n", "run\n:1"]
+)
 def test_malformed_cursor_names_the_parameter(cursor) -> None:
     with pytest.raises(CursorError, match="cursor"):
         decode_cursor(cursor)

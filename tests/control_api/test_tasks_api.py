@@ -223,3 +223,24 @@ def test_backup_paths_outside_the_roots_are_refused_on_post_and_put(api: Running
         put = client.put("/tasks/backup", json={"config": config})
         assert put.status_code == 422 and put.json()["field"] == field, put.text
         assert client.get("/tasks/backup").json()["config"] == BACKUP  # unchanged
+
+
+def refused_field(response: httpx.Response) -> str:
+    """The field a 422 names: `field` of registry errors, the last `loc` entry of FastAPI's schema errors."""
+    body = response.json()
+    return body["field"] if "field" in body else body["detail"][0]["loc"][-1]
+
+
+def test_a_trailing_newline_passes_no_name_check(api: RunningApi) -> None:
+    with api.client() as client:
+        posted = client.post("/tasks", json=task_body("x\n"))
+        assert posted.status_code == 422 and refused_field(posted) == "task_name", posted.text
+        before = client.get("/tasks").json()
+        assert not any(t["task_name"].startswith("x") for t in before)  # nothing stored
+        assert client.post("/tasks", json=task_body("x")).status_code == 201
+        renamed = client.put("/tasks/x", json={"task_name": "x\n"})
+        assert renamed.status_code == 422 and refused_field(renamed) == "task_name"
+        assert [t["task_name"] for t in client.get("/tasks").json() if t["task_name"].startswith("x")] == ["x"]
+        assert client.get("/executions", params={"status": "success\n"}).status_code == 422
+        cursor = client.get("/executions", params={"cursor": "run:1\n"})
+        assert cursor.status_code == 400 and cursor.json()["field"] == "cursor"

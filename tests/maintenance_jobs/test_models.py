@@ -188,3 +188,41 @@ def test_seeded_tasks_are_valid_under_the_default_settings(monkeypatch: pytest.M
     assert any(t["executor"] == "config_backup_executor" for t in tasks)
     for task in tasks:
         validate_task(task)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"task_name": "x\n"}, "task_name"),
+        ({"task_name": "nightly\n"}, "task_name"),
+        ({"executor": "disk_usage_executor\n", "config": {"paths": ["/"]}}, "executor"),
+        ({"executor": "doc_sync_executor", "config": {**DOCS, "project": "fastapi\n"}}, "config.project"),
+        ({"executor": "doc_sync_executor", "config": {**DOCS, "gitea_repo": "library/x\n"}}, "config.gitea_repo"),
+        ({"executor": "doc_sync_executor", "config": {**DOCS, "branch": "main\n"}}, "config.branch"),
+        ({"executor": "doc_sync_executor", "config": {**DOCS, "target_branch": "main\n"}}, "config.target_branch"),
+        ({"executor": "config_backup_executor",
+          "config": {**BACKUP, "sources": [{"path": "/data/etc", "name": "etc\n"}]}}, "config.sources.0.name"),
+    ],
+)
+def test_a_trailing_newline_fails_every_name_check(changes: dict, field: str) -> None:
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(**changes))
+    assert info.value.field == field
+
+
+def test_plugin_names_match_whole_strings() -> None:
+    from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin
+
+    with pytest.raises(PluginNotFound, match="not a valid executor name"):
+        load_plugin("disk_usage_executor\n")
+
+
+def test_retention_pattern_matches_whole_file_names(tmp_path) -> None:
+    import datetime as dt
+
+    from maintenance_jobs.executors.config_backup import expired_archives
+
+    (tmp_path / "t__s__20200101T000000Z.tar.gz\n").write_text("not an archive of ours")
+    (tmp_path / "t__s__20200101T000000Z.tar.gz").write_text("ours")
+    now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    assert [p.name for p in expired_archives(tmp_path, "t", "s", now, 30)] == ["t__s__20200101T000000Z.tar.gz"]
