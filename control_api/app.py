@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import uuid
 from collections.abc import Callable
@@ -14,6 +15,8 @@ import dagster as dg
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest, multiprocess
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -83,10 +86,31 @@ class RejectNulInUrl:
 
 
 def _error(status_code: int, detail: str, **extra: str) -> JSONResponse:
-    return JSONResponse({"detail": detail, **extra}, status_code=status_code)
+    # json_safe: a message or field may quote the client's input (e.g. a config key holding a lone surrogate).
+    return JSONResponse(json_safe({"detail": detail, **extra}), status_code=status_code)
+
+
+def json_safe(value: object) -> object:
+    """`value` with what JSON cannot carry made printable: non-finite floats as text ("nan", "inf") and lone
+    surrogates backslash-escaped. FastAPI echoes the bad input in its 422 detail; rendering NaN or "\\ud800" raised
+    and turned a client error into a 500."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer (detail = the error list), made renderable whatever the input held.
+        return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+
     @app.exception_handler(TaskNotFound)
     async def not_found(_: Request, exc: TaskNotFound) -> JSONResponse:
         return _error(404, str(exc))

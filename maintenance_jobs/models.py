@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -94,6 +95,28 @@ def _first_error(exc: ValidationError, prefix: str = "") -> TaskValidationError:
     return TaskValidationError(field, message)
 
 
+def check_storable(value: Any, field: str) -> None:
+    """TaskValidationError naming the first value Postgres cannot store: a string (key or value) holding NUL or a lone
+    surrogate (not encodable as UTF-8), or a non-finite float (NaN/Infinity, which JSON and JSONB cannot hold)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise TaskValidationError(field or "task", "must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TaskValidationError(field or "task", "must be valid Unicode text (no lone surrogates)") from None
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise TaskValidationError(field or "task", "must be a finite number")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = f"{field}.{key}" if field else str(key)
+            check_storable(key, name)
+            check_storable(item, name)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_storable(item, f"{field}.{index}")
+
+
 def validate_executor_config(executor: str, config: Mapping[str, Any]) -> None:
     """Reject unknown executors and configs the executor cannot accept."""
     if executor in BUILTIN_CONFIGS:
@@ -118,6 +141,7 @@ def validate_task(data: Mapping[str, Any]) -> TaskSpec:
     if unknown:
         what = "is read-only" if unknown[0] in READ_ONLY_FIELDS else "is not a task field"
         raise TaskValidationError(unknown[0], what)
+    check_storable(dict(data), "")
     try:
         spec = TaskSpec.model_validate(dict(data))
     except ValidationError as exc:

@@ -244,3 +244,46 @@ def test_a_trailing_newline_passes_no_name_check(api: RunningApi) -> None:
         assert client.get("/executions", params={"status": "success\n"}).status_code == 422
         cursor = client.get("/executions", params={"cursor": "run:1\n"})
         assert cursor.status_code == 400 and cursor.json()["field"] == "cursor"
+
+
+def _raw(client: httpx.Client, method: str, url: str, fields: str) -> httpx.Response:
+    """A request whose JSON body is written by hand (`fields` spliced into a valid task body)."""
+    import json
+
+    body = json.dumps(task_body("bad"))[:-1] + ", " + fields + "}"
+    return client.request(method, url, content=body.encode(), headers={"Content-Type": "application/json"})
+
+
+BAD_JSON_FIELDS = [
+    '"description": "\\ud800"',
+    '"service": "\\udfff"',
+    '"description": "ok \\ud800 ok"',
+    '"config": {"message": "\\ud83d", "delay_seconds": 0}',
+    '"created_by": "\\ud800"',
+    '"priority": NaN',
+    '"priority": Infinity',
+    '"minute": -Infinity',
+    '"timeout_seconds": NaN',
+    '"config": {"message": "hi", "delay_seconds": NaN}',
+    '"config": {"message": "hi", "delay_seconds": Infinity}',
+    '"config": {"message": "hi", "delay_seconds": 0, "x\\ud800": 1}',  # the field named in the answer is escaped
+]
+
+
+@pytest.mark.parametrize("fields", BAD_JSON_FIELDS)
+def test_lone_surrogates_and_non_finite_numbers_are_4xx_and_store_nothing(api: RunningApi, fields: str) -> None:
+    with api.client() as client:
+        before = client.get("/tasks").json()
+        posted = _raw(client, "POST", "/tasks", fields)
+        assert 400 <= posted.status_code < 500, posted.text
+        assert posted.json()["detail"] and "internal error" not in posted.text
+        assert client.get("/tasks").json() == before  # nothing stored
+
+        assert client.post("/tasks", json=task_body("keep")).status_code == 201
+        stored = client.get("/tasks/keep").json()
+        # PUT with the same bad field alone.
+        put = client.request("PUT", "/tasks/keep", content=("{" + fields + "}").encode(),
+                             headers={"Content-Type": "application/json"})
+        assert 400 <= put.status_code < 500, put.text
+        assert put.json()["detail"] and "internal error" not in put.text
+        assert client.get("/tasks/keep").json() == stored  # nothing changed

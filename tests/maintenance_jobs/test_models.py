@@ -226,3 +226,22 @@ def test_retention_pattern_matches_whole_file_names(tmp_path) -> None:
     (tmp_path / "t__s__20200101T000000Z.tar.gz").write_text("ours")
     now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     assert [p.name for p in expired_archives(tmp_path, "t", "s", now, 30)] == ["t__s__20200101T000000Z.tar.gz"]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "fragment"),
+    [
+        ({"description": "\ud800"}, "description", "lone surrogates"),
+        ({"service": "ok\udfff"}, "service", "lone surrogates"),
+        ({"config": {"message": "\ud83d", "delay_seconds": 0}}, "config.message", "lone surrogates"),
+        ({"config": {"message": "hi", "delay_seconds": float("nan")}}, "config.delay_seconds", "finite"),
+        ({"executor": "disk_usage_executor", "config": {"paths": ["/"], "x\ud800": 1}}, "config.x\ud800", "surrogates"),
+        ({"executor": "disk_usage_executor", "config": {"paths": ["/"], "limit": float("inf")}}, "config.limit",
+         "finite"),
+        ({"description": "a\x00b"}, "description", "NUL"),
+    ],
+)
+def test_values_postgres_cannot_store_are_refused_by_the_registry_too(changes: dict, field: str, fragment: str) -> None:
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(**changes))
+    assert info.value.field == field and fragment in info.value.message
