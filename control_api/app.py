@@ -36,6 +36,7 @@ from control_api.executions import (
 from control_api.metrics import StorageCollector
 from control_api.tasks import router as tasks_router
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
+from maintenance_jobs.trigger import TaskNotRunnable
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
 
 log = logging.getLogger("control_api")
@@ -122,6 +123,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TaskValidationError)
     async def invalid(_: Request, exc: TaskValidationError) -> JSONResponse:
         return _error(422, str(exc), field=exc.field)
+
+    @app.exception_handler(TaskNotRunnable)
+    async def not_runnable(_: Request, exc: TaskNotRunnable) -> JSONResponse:
+        # A deployment setting is missing: the service cannot do this now; nothing was launched.
+        return _error(503, str(exc))
 
     @app.exception_handler(WebserverUnavailable)
     async def webserver_down(_: Request, exc: WebserverUnavailable) -> JSONResponse:

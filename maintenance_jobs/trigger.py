@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 from dagster._core.definitions.reconstruct import ReconstructableRepository
 from dagster._core.origin import JobPythonOrigin
@@ -42,8 +43,29 @@ def job_origins(job_name: str, working_directory: str | None = None) -> tuple[Re
     return remote, python
 
 
+# The environment each built-in executor's resources read (definitions.py's dg.EnvVar) when its run is launched.
+# The API and the maintenance code location share one environment block in compose (x-runtime-env), so the API can
+# check it before asking the webserver, whose answer to a missing EnvVar is an opaque HTTP 500.
+REQUIRED_ENV: dict[str, tuple[str, ...]] = {"doc_sync_executor": ("GITEA_URL", "GITEA_TOKEN")}
+
+
+class TaskNotRunnable(RuntimeError):
+    """The task cannot be launched in this deployment (e.g. settings its executor needs are not set)."""
+
+
+def check_runnable(task: Task, environ: Mapping[str, str] = os.environ) -> None:
+    """TaskNotRunnable naming the missing (unset or empty) environment variables the task's executor needs."""
+    missing = [name for name in REQUIRED_ENV.get(task.executor, ()) if not environ.get(name)]
+    if missing:
+        raise TaskNotRunnable(
+            f"task {task.task_name!r} cannot run: {task.executor} needs {', '.join(missing)}, "
+            "which the deployment does not set"
+        )
+
+
 def trigger_task(webserver: DagsterWebserverClient, task: Task, triggered_by: str = "manual") -> str:
     """Queue a run of `task` now (tagged `triggered_by`) through the webserver and return its run id."""
+    check_runnable(task)
     job, _ = job_and_op(task.executor)
     return webserver.launch_run(
         location_name=LOCATION_NAME,

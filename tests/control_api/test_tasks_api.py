@@ -287,3 +287,20 @@ def test_lone_surrogates_and_non_finite_numbers_are_4xx_and_store_nothing(api: R
         assert 400 <= put.status_code < 500, put.text
         assert put.json()["detail"] and "internal error" not in put.text
         assert client.get("/tasks/keep").json() == stored  # nothing changed
+
+
+def test_triggering_doc_sync_without_gitea_settings_is_a_clear_answer_not_a_500(
+    api: RunningApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITEA_URL", raising=False)
+    monkeypatch.delenv("GITEA_TOKEN", raising=False)
+    with api.client() as client:
+        assert client.post("/tasks", json=task_body("sync", executor="doc_sync_executor", config=DOC_SYNC)).status_code == 201
+        answer = client.post("/tasks/sync/trigger")
+        assert answer.status_code == 503, answer.text
+        assert "GITEA_URL, GITEA_TOKEN" in answer.json()["detail"] and "'sync'" in answer.json()["detail"]
+        monkeypatch.setenv("GITEA_URL", "http://gitea:3000")
+        monkeypatch.setenv("GITEA_TOKEN", "")  # compose passes ${GITEA_TOKEN:-}: empty counts as missing
+        answer = client.post("/tasks/sync/trigger")
+        assert answer.status_code == 503 and "needs GITEA_TOKEN," in answer.json()["detail"]
+    assert api.instance.get_runs() == []
