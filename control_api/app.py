@@ -35,6 +35,7 @@ from control_api.executions import (
 )
 from control_api.metrics import StorageCollector
 from control_api.tasks import router as tasks_router
+from maintenance_jobs.limits import MAX_AUTHORIZATION_HEADER_BYTES, MAX_REQUEST_BODY_BYTES
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
 from maintenance_jobs.trigger import TaskNotRunnable
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
@@ -84,6 +85,55 @@ class RejectNulInUrl:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+class RequestLimits:
+    """Refuse oversize requests before auth or any route runs: an Authorization header over
+    MAX_AUTHORIZATION_HEADER_BYTES (431) and a body over MAX_REQUEST_BODY_BYTES (413), whether it declares its
+    Content-Length or arrives chunked (it is read up to the limit, then replayed to the app)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope["headers"]
+        if any(name == b"authorization" and len(value) > MAX_AUTHORIZATION_HEADER_BYTES for name, value in headers):
+            await _error(431, f"the Authorization header is over {MAX_AUTHORIZATION_HEADER_BYTES} bytes",
+                         field="Authorization")(scope, receive, send)
+            return
+        too_large = _error(413, f"the request body is over {MAX_REQUEST_BODY_BYTES} bytes")
+        declared = next((value for name, value in headers if name == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > MAX_REQUEST_BODY_BYTES:
+            await too_large(scope, receive, send)
+            return
+        if scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS") and declared is None:
+            await self.app(scope, receive, send)
+            return
+        body, more = [], True
+        size = 0
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body.append(message.get("body", b""))
+            size += len(body[-1])
+            more = message.get("more_body", False)
+            if size > MAX_REQUEST_BODY_BYTES:
+                await too_large(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
 
 def _error(status_code: int, detail: str, **extra: str) -> JSONResponse:
@@ -259,6 +309,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.openapi = openapi
     app.add_middleware(RejectNulInUrl)
     app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, public_paths=settings.public_paths)
+    app.add_middleware(RequestLimits)
     app.add_middleware(RequestCounter, counter=requests)
     return app
 

@@ -304,3 +304,45 @@ def test_triggering_doc_sync_without_gitea_settings_is_a_clear_answer_not_a_500(
         answer = client.post("/tasks/sync/trigger")
         assert answer.status_code == 503 and "needs GITEA_TOKEN," in answer.json()["detail"]
     assert api.instance.get_runs() == []
+
+
+def test_size_limits(api: RunningApi) -> None:
+    from maintenance_jobs.limits import (
+        MAX_AUTHORIZATION_HEADER_BYTES,
+        MAX_CONFIG_JSON_BYTES,
+        MAX_DESCRIPTION_CHARS,
+        MAX_REQUEST_BODY_BYTES,
+        MAX_SERVICE_CHARS,
+    )
+
+    with api.client() as client:
+        before = client.get("/tasks").json()
+        too_big = client.post("/tasks", json=task_body("big", description="x" * MAX_REQUEST_BODY_BYTES))
+        assert too_big.status_code == 413 and "1048576" in too_big.json()["detail"]
+
+        def chunks():
+            body = b'{"task_name": "big", "description": "' + b"x" * (MAX_REQUEST_BODY_BYTES + 10) + b'"}'
+            for start in range(0, len(body), 64 * 1024):
+                yield body[start:start + 64 * 1024]
+
+        chunked = client.post("/tasks", content=chunks(), headers={"Content-Type": "application/json"})
+        assert chunked.status_code == 413  # no Content-Length: counted as it arrives
+        for field, value in [("description", "x" * (MAX_DESCRIPTION_CHARS + 1)),
+                             ("service", "s" * (MAX_SERVICE_CHARS + 1)),
+                             ("config", {"message": "m" * MAX_CONFIG_JSON_BYTES, "delay_seconds": 0})]:
+            answer = client.post("/tasks", json=task_body("long", **{field: value}))
+            assert answer.status_code == 422 and refused_field(answer) == field, answer.text
+        assert client.get("/tasks").json() == before  # nothing stored
+        assert client.post("/tasks", json=task_body("long", description="x" * MAX_DESCRIPTION_CHARS)).status_code == 201
+        stored = client.get("/tasks/long").json()
+        for field, value in [("description", "x" * (MAX_DESCRIPTION_CHARS + 1)),
+                             ("config", {"message": "m" * MAX_CONFIG_JSON_BYTES, "delay_seconds": 0})]:
+            answer = client.put("/tasks/long", json={field: value})
+            assert answer.status_code == 422 and refused_field(answer) == field, answer.text
+        assert client.get("/tasks/long").json() == stored  # nothing changed
+
+    huge_key = "Bearer " + "k" * MAX_AUTHORIZATION_HEADER_BYTES
+    with api.client(None) as anonymous:
+        answer = anonymous.get("/tasks", headers={"Authorization": huge_key})
+        assert answer.status_code == 431 and "Authorization" in answer.json()["detail"]
+        assert anonymous.get("/health", headers={"Authorization": huge_key}).status_code == 431

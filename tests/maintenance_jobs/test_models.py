@@ -245,3 +245,16 @@ def test_values_postgres_cannot_store_are_refused_by_the_registry_too(changes: d
     with pytest.raises(TaskValidationError) as info:
         validate_task(task_data(**changes))
     assert info.value.field == field and fragment in info.value.message
+
+
+def test_field_and_config_size_limits() -> None:
+    from maintenance_jobs.limits import MAX_CONFIG_JSON_BYTES, MAX_DESCRIPTION_CHARS
+
+    validate_task(task_data(description="d" * MAX_DESCRIPTION_CHARS))
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(description="d" * (MAX_DESCRIPTION_CHARS + 1)))
+    assert info.value.field == "description"
+    big = {"paths": ["/"], "note": "é" * (MAX_CONFIG_JSON_BYTES // 2)}  # 2 bytes each in UTF-8
+    with pytest.raises(TaskValidationError) as info:
+        validate_task(task_data(executor="disk_usage_executor", config=big))
+    assert info.value.field == "config" and str(MAX_CONFIG_JSON_BYTES) in info.value.message
