@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from contextlib import asynccontextmanager
 
 import sqlalchemy as sa
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    multiprocess,
-)
+from prometheus_client import CollectorRegistry, Counter, multiprocess
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_api.auth import ApiKeyMiddleware, add_security_scheme
@@ -25,7 +24,9 @@ from control_api.metrics import StorageCollector
 from control_api.routes.executions import router as executions_router
 from control_api.routes.status import router as status_router
 from control_api.routes.tasks import router as tasks_router
+from maintenance_jobs.limits import MAX_AUTHORIZATION_HEADER_BYTES, MAX_REQUEST_BODY_BYTES
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
+from maintenance_jobs.trigger import TaskNotRunnable
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
 from orchestration_core.postgres import create_engine
 
@@ -73,11 +74,81 @@ class RejectNulInUrl:
         await self.app(scope, receive, send)
 
 
+class RequestLimits:
+    """Refuse oversize requests before auth or any route runs: an Authorization header over
+    MAX_AUTHORIZATION_HEADER_BYTES (431) and a body over MAX_REQUEST_BODY_BYTES (413), whether it declares its
+    Content-Length or arrives chunked (it is read up to the limit, then replayed to the app)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope["headers"]
+        if any(name == b"authorization" and len(value) > MAX_AUTHORIZATION_HEADER_BYTES for name, value in headers):
+            await _error(431, f"the Authorization header is over {MAX_AUTHORIZATION_HEADER_BYTES} bytes",
+                         field="Authorization")(scope, receive, send)
+            return
+        too_large = _error(413, f"the request body is over {MAX_REQUEST_BODY_BYTES} bytes")
+        declared = next((value for name, value in headers if name == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > MAX_REQUEST_BODY_BYTES:
+            await too_large(scope, receive, send)
+            return
+        if scope["method"] in ("GET", "HEAD", "DELETE", "OPTIONS") and declared is None:
+            await self.app(scope, receive, send)
+            return
+        body, more = [], True
+        size = 0
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body.append(message.get("body", b""))
+            size += len(body[-1])
+            more = message.get("more_body", False)
+            if size > MAX_REQUEST_BODY_BYTES:
+                await too_large(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def _error(status_code: int, detail: str, **extra: str) -> JSONResponse:
-    return JSONResponse({"detail": detail, **extra}, status_code=status_code)
+    # json_safe: a message or field may quote the client's input (e.g. a config key holding a lone surrogate).
+    return JSONResponse(json_safe({"detail": detail, **extra}), status_code=status_code)
+
+
+def json_safe(value: object) -> object:
+    """`value` with what JSON cannot carry made printable: non-finite floats as text ("nan", "inf") and lone
+    surrogates backslash-escaped. FastAPI echoes the bad input in its 422 detail; rendering NaN or "\\ud800" raised
+    and turned a client error into a 500."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {json_safe(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer (detail = the error list), made renderable whatever the input held.
+        return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+
     @app.exception_handler(TaskNotFound)
     async def not_found(_: Request, exc: TaskNotFound) -> JSONResponse:
         return _error(404, str(exc))
@@ -89,6 +160,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TaskValidationError)
     async def invalid(_: Request, exc: TaskValidationError) -> JSONResponse:
         return _error(422, str(exc), field=exc.field)
+
+    @app.exception_handler(TaskNotRunnable)
+    async def not_runnable(_: Request, exc: TaskNotRunnable) -> JSONResponse:
+        # A deployment setting is missing: the service cannot do this now; nothing was launched.
+        return _error(503, str(exc))
 
     @app.exception_handler(WebserverUnavailable)
     async def webserver_down(_: Request, exc: WebserverUnavailable) -> JSONResponse:
@@ -170,6 +246,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.openapi = openapi
     app.add_middleware(RejectNulInUrl)
     app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, public_paths=settings.public_paths)
+    app.add_middleware(RequestLimits)
     app.add_middleware(RequestCounter, counter=requests)
     return app
 

@@ -46,7 +46,7 @@ _DAGSTER_STATUSES: dict[str, list[dg.DagsterRunStatus]] = {
     "timeout": [S.FAILURE, S.CANCELED],
 }
 _FINISHED_TAG_STATUSES = {"success", "failed", "timeout", "canceled"}
-_CURSOR = re.compile(r"^(?P<run_id>[A-Za-z0-9_-]{1,255}):(?P<created>\d{1,17})$")
+_CURSOR = re.compile(r"(?P<run_id>[A-Za-z0-9_-]{1,255}):(?P<created>\d{1,17})")  # fullmatch, not `$`
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 TAG_RETRY_NUMBER = "dagster/retry_number"
@@ -98,7 +98,7 @@ def encode_cursor(run_id: str, created: dt.datetime) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[str, dt.datetime]:
-    match = _CURSOR.match(cursor)
+    match = _CURSOR.fullmatch(cursor)
     if not match:
         raise CursorError("cursor: malformed; pass the next_cursor value of the previous page unchanged")
     return match["run_id"], _EPOCH + int(match["created"]) * _MICROSECOND

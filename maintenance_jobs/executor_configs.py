@@ -3,12 +3,86 @@
 from __future__ import annotations
 
 import re
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit
 
 import dagster as dg
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+from maintenance_jobs import settings
+
+# Used with fullmatch: `$` would also match before a trailing newline.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class ConfigRefused(ValueError):
+    """A config an executor refuses at run time (the same rules the API applies on write)."""
+
+
+# --- Doc sync: every value that reaches a git command line ---------------------------------------------------------
+# The executor also passes `--` before repositories and paths, but a value git could read as an option is refused
+# here first, for every git-facing field, both when a task is written and when a run starts.
+
+
+def _not_an_option(value: str) -> str:
+    if value.startswith("-"):
+        raise ValueError(f"{value!r} must not start with '-' (git would read it as an option)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValueError("must not contain control characters")
+    return value
+
+
+def check_upstream_repo(value: str) -> str:
+    """An https:// URL with a host (on MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS when that is set); never a local path,
+    file://, ssh, scp-style or `transport::` remote. MAINTENANCE_DOC_SYNC_TEST_SCHEMES adds schemes for tests only."""
+    _not_an_option(value)
+    if any(c.isspace() for c in value):
+        raise ValueError("must not contain whitespace")
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+    scheme = parts.scheme.lower()
+    allowed = {"https"} | settings.doc_sync_test_schemes()
+    if scheme not in allowed or not value.lower().startswith(f"{scheme}://"):
+        raise ValueError("must be an https:// URL")
+    if scheme == "file":  # test-only scheme: a local path, no host
+        return value
+    if not host:
+        raise ValueError("must be an https:// URL with a host")
+    hosts = settings.doc_sync_allowed_hosts()
+    if hosts and host.lower() not in hosts:
+        raise ValueError(f"host {host!r} is not in the allowed hosts (MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS)")
+    return value
+
+
+def check_branch(value: str) -> str:
+    _not_an_option(value)
+    if not value or ".." in value or any(c in value for c in " ~^:?*[\\"):
+        raise ValueError(f"{value!r} is not a valid branch name")
+    return value
+
+
+def check_docs_path(raw: str) -> str:
+    """A path inside the repository, returned cleaned (no leading/trailing '/')."""
+    _not_an_option(raw)
+    stripped = raw.strip("/")
+    path = PurePosixPath(stripped)
+    if not stripped or ".." in path.parts:
+        raise ValueError(f"{raw!r} must be a path inside the repository")
+    # After stripping too (git sees the cleaned path), and no pathspec magic (":(...)", ":/").
+    _not_an_option(stripped)
+    if stripped.startswith(":"):
+        raise ValueError(f"{raw!r} must not start with ':' (git pathspec magic)")
+    return str(path)
+
+
+def check_gitea_repo(value: str) -> str:
+    parts = value.removesuffix(".git").split("/")
+    if len(parts) != 2 or not all(_SAFE_NAME.fullmatch(p) for p in parts):
+        raise ValueError("must be 'owner/name'")
+    return value.removesuffix(".git")
 
 
 class _StrictConfig(dg.Config):
@@ -36,35 +110,68 @@ class DocSyncConfig(_StrictConfig):
     @field_validator("project")
     @classmethod
     def _project_is_a_name(cls, value: str) -> str:
-        if not _SAFE_NAME.match(value):
+        if not _SAFE_NAME.fullmatch(value):
             raise ValueError("must be letters, digits, '_', '.' or '-'")
         return value
+
+    @field_validator("upstream_repo")
+    @classmethod
+    def _upstream(cls, value: str) -> str:
+        return check_upstream_repo(value)
 
     @field_validator("gitea_repo")
     @classmethod
     def _owner_slash_name(cls, value: str) -> str:
-        parts = value.removesuffix(".git").split("/")
-        if len(parts) != 2 or not all(_SAFE_NAME.match(p) for p in parts):
-            raise ValueError("must be 'owner/name'")
-        return value.removesuffix(".git")
+        return check_gitea_repo(value)
 
     @field_validator("docs_paths")
     @classmethod
     def _relative_paths(cls, value: list[str]) -> list[str]:
-        cleaned = []
-        for raw in value:
-            path = PurePosixPath(raw.strip("/"))
-            if not raw.strip("/") or ".." in path.parts:
-                raise ValueError(f"{raw!r} must be a path inside the repository")
-            cleaned.append(str(path))
-        return cleaned
+        return [check_docs_path(raw) for raw in value]
 
     @field_validator("branch", "target_branch")
     @classmethod
     def _branch_name(cls, value: str) -> str:
-        if not value or value.startswith("-") or ".." in value or any(c in value for c in " ~^:?*[\\"):
-            raise ValueError(f"{value!r} is not a valid branch name")
-        return value
+        return check_branch(value)
+
+
+def check_doc_sync_config(config: DocSyncConfig) -> DocSyncConfig:
+    """The run-time check: validate the config again under this process's settings; ConfigRefused names the field."""
+    try:
+        return DocSyncConfig.model_validate(
+            {name: getattr(config, name) for name in DocSyncConfig.model_fields}
+        )
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise ConfigRefused(f"doc sync config refused: {field}: {error['msg'].removeprefix('Value error, ')}") from None
+
+
+# --- Config backup: what may be read and where archives may be written --------------------------------------------
+
+
+def check_under_roots(raw: str, roots: tuple[Path, ...], setting: str) -> Path:
+    """`raw` resolved (symlinks followed, `..` collapsed), or ValueError unless that lies under one of `roots`."""
+    path = Path(raw)
+    if not path.is_absolute():
+        raise ValueError(f"{raw!r} must be an absolute path")
+    try:
+        resolved = path.resolve()
+        for root in roots:
+            real_root = root.resolve()
+            if resolved == real_root or real_root in resolved.parents:
+                return resolved
+    except (OSError, ValueError, RuntimeError):  # NUL byte, symlink loop, unreadable
+        raise ValueError(f"{raw!r} cannot be resolved") from None
+    raise ValueError(f"{raw!r} must resolve under {', '.join(str(r) for r in roots)} (set by {setting})")
+
+
+def source_path(raw: str) -> Path:
+    return check_under_roots(raw, settings.backup_source_roots(), "MAINTENANCE_BACKUP_SOURCE_ROOTS")
+
+
+def target_path(raw: str) -> Path:
+    return check_under_roots(raw, settings.backup_target_roots(), "MAINTENANCE_BACKUP_TARGET_ROOTS")
 
 
 class BackupSource(_StrictConfig):
@@ -72,11 +179,17 @@ class BackupSource(_StrictConfig):
     name: str
     excludes: list[str] = []  # globs against the path relative to the source (and the file name)
 
+    @field_validator("path")
+    @classmethod
+    def _under_source_roots(cls, value: str) -> str:
+        source_path(value)
+        return value  # stored as given; the run resolves it again
+
     @field_validator("name")
     @classmethod
     def _archive_safe_name(cls, value: str) -> str:
         # Archive names are <task>__<source>__<stamp>; "__" inside a source name would blur whose archive is whose.
-        if not _SAFE_NAME.match(value) or "__" in value:
+        if not _SAFE_NAME.fullmatch(value) or "__" in value:
             raise ValueError("must be letters, digits, '_', '.' or '-' (no '__')")
         return value
 
@@ -96,6 +209,28 @@ class ConfigBackupConfig(_StrictConfig):
         if len(set(names)) != len(names):
             raise ValueError("source names must be unique")
         return value
+
+    @field_validator("backup_dir")
+    @classmethod
+    def _under_target_roots(cls, value: str) -> str:
+        target_path(value)
+        return value
+
+
+def resolved_backup_paths(config: ConfigBackupConfig) -> tuple[list[Path], Path]:
+    """The run-time check: each source and backup_dir resolved now, under this process's roots (symlinks planted
+    since the task was written included); ConfigRefused names the field."""
+    sources = []
+    for index, source in enumerate(config.sources):
+        try:
+            sources.append(source_path(source.path))
+        except ValueError as exc:
+            raise ConfigRefused(f"backup config refused: sources.{index}.path: {exc}") from None
+    try:
+        backup_dir = target_path(config.backup_dir)
+    except ValueError as exc:
+        raise ConfigRefused(f"backup config refused: backup_dir: {exc}") from None
+    return sources, backup_dir
 
 
 class PluginRunConfig(_StrictConfig):

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from maintenance_jobs.executor_configs import ConfigBackupConfig, DocSyncConfig, ExampleConfig, PluginRunConfig
+from maintenance_jobs.executor_configs import (
+    ConfigBackupConfig,
+    ConfigRefused,
+    DocSyncConfig,
+    ExampleConfig,
+    PluginRunConfig,
+)
 from maintenance_jobs.executors.config_backup import BackupRefused, run_backup
 from maintenance_jobs.executors.doc_sync import GitCommandError, sync_docs, target_repo_url
 from maintenance_jobs.executors.example import run_example
@@ -65,7 +71,7 @@ def run_doc_sync_executor(context: dg.OpExecutionContext, config: DocSyncConfig,
             now=dt.datetime.now(dt.UTC),
             log=context.log,
         )
-    except GitCommandError as exc:  # already scrubbed
+    except (GitCommandError, ConfigRefused) as exc:  # already scrubbed / says which field
         raise _fail(context, str(exc)) from None
     metadata = {
         "project": result.project,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -11,10 +13,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from maintenance_jobs.executor_configs import BUILTIN_CONFIGS
+from maintenance_jobs.limits import (
+    MAX_CONFIG_JSON_BYTES,
+    MAX_CREATED_BY_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_EXECUTOR_CHARS,
+    MAX_SERVICE_CHARS,
+    MAX_TASK_NAME_CHARS,
+)
 from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, validate_plugin_config
 from maintenance_jobs.schedule import CronFields
 
-_TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+# fullmatch, never match with `$`: `$` also matches before a trailing newline ("x\n" would pass).
+_TASK_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_TASK_NAME_CHARS - 1}}}")
 PRIORITY_BANDS = "1-5 emergency, 10-30 user, 40-70 maintenance, 71-100 low"
 STATUSES = ("success", "failed", "timeout", "canceled")
 
@@ -34,8 +45,8 @@ class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     task_name: str
-    service: str = Field(min_length=1, max_length=100)
-    executor: str = Field(min_length=1, max_length=100)
+    service: str = Field(min_length=1, max_length=MAX_SERVICE_CHARS)
+    executor: str = Field(min_length=1, max_length=MAX_EXECUTOR_CHARS)
     priority: int = Field(default=50, ge=1, le=100, description=PRIORITY_BANDS)
     minute: int = Field(default=-1, ge=-1, le=59)
     hour: int = Field(default=-1, ge=-1, le=23)
@@ -43,17 +54,28 @@ class TaskSpec(BaseModel):
     month: int = Field(default=-1, ge=-1, le=12)
     day_of_week: int = Field(default=-1, ge=-1, le=6, description="0 = Monday, -1 = any")
     enabled: bool = True
-    description: str = ""
+    description: str = Field(default="", max_length=MAX_DESCRIPTION_CHARS)
     config: dict[str, Any] = {}
     timeout_seconds: int = Field(default=3600, ge=1, le=86400)
     max_retries: int = Field(default=0, ge=0, le=10)
-    created_by: str = Field(default="system", max_length=100)
+    created_by: str = Field(default="system", max_length=MAX_CREATED_BY_CHARS)
 
     @field_validator("task_name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _TASK_NAME.match(value):
-            raise ValueError("must be 1-200 letters, digits, '_', '.' or '-', starting with a letter or digit")
+        if not _TASK_NAME.fullmatch(value):
+            raise ValueError(
+                f"must be 1-{MAX_TASK_NAME_CHARS} letters, digits, '_', '.' or '-', starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("config")
+    @classmethod
+    def _config_size(cls, value: dict[str, Any]) -> dict[str, Any]:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+        size = len(text.encode("utf-8", "backslashreplace"))
+        if size > MAX_CONFIG_JSON_BYTES:
+            raise ValueError(f"is {size} bytes as JSON, over the limit of {MAX_CONFIG_JSON_BYTES}")
         return value
 
     @field_validator("day_of_month", "month")
@@ -93,6 +115,28 @@ def _first_error(exc: ValidationError, prefix: str = "") -> TaskValidationError:
     return TaskValidationError(field, message)
 
 
+def check_storable(value: Any, field: str) -> None:
+    """TaskValidationError naming the first value Postgres cannot store: a string (key or value) holding NUL or a lone
+    surrogate (not encodable as UTF-8), or a non-finite float (NaN/Infinity, which JSON and JSONB cannot hold)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise TaskValidationError(field or "task", "must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TaskValidationError(field or "task", "must be valid Unicode text (no lone surrogates)") from None
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise TaskValidationError(field or "task", "must be a finite number")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = f"{field}.{key}" if field else str(key)
+            check_storable(key, name)
+            check_storable(item, name)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            check_storable(item, f"{field}.{index}")
+
+
 def validate_executor_config(executor: str, config: Mapping[str, Any]) -> None:
     """Reject unknown executors and configs the executor cannot accept."""
     if executor in BUILTIN_CONFIGS:
@@ -117,6 +161,7 @@ def validate_task(data: Mapping[str, Any]) -> TaskSpec:
     if unknown:
         what = "is read-only" if unknown[0] in READ_ONLY_FIELDS else "is not a task field"
         raise TaskValidationError(unknown[0], what)
+    check_storable(dict(data), "")
     try:
         spec = TaskSpec.model_validate(dict(data))
     except ValidationError as exc:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
+from typing import Annotated, Any
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
 
 from orchestration_core.settings import SettingsBase, racing_timezone
 
@@ -16,6 +19,12 @@ DEFAULT_PLUGIN_PACKAGE = "maintenance_jobs.plugins"
 PLUGIN_ENTRY_POINT_GROUP = "maintenance_jobs.executors"
 # Catch-up after downtime is bounded: older minutes are skipped (and reported) rather than flooding the queue.
 DEFAULT_MAX_CATCHUP_MINUTES = 60
+DEFAULT_BACKUP_SOURCE_ROOTS = "/data"  # BACKUP_SOURCES_DIR, mounted read-only in run containers
+DEFAULT_BACKUP_TARGET_ROOTS = "/backups"  # BACKUPS_DIR
+
+
+def _csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 def _alias(name: str, env: str) -> AliasChoices:
@@ -37,6 +46,32 @@ class MaintenanceSettings(SettingsBase):
                           description="git caches of the doc-sync executor")
     gitea_url: str | None = Field(None, description="the doc-sync target (a Gitea-style server)")
     gitea_token: SecretStr | None = Field(None, description="the token doc sync pushes with")
+    # What task configs may point at. Read on every validation (API writes and run start), so the API and the run
+    # workers each apply their own environment. Comma-separated in the environment.
+    backup_source_roots: Annotated[tuple[Path, ...], NoDecode] = Field(
+        (Path(DEFAULT_BACKUP_SOURCE_ROOTS),),
+        validation_alias=_alias("backup_source_roots", "MAINTENANCE_BACKUP_SOURCE_ROOTS"),
+        description="folders config-backup sources must resolve under (BACKUP_SOURCES_DIR is /data in compose)")
+    backup_target_roots: Annotated[tuple[Path, ...], NoDecode] = Field(
+        (Path(DEFAULT_BACKUP_TARGET_ROOTS),),
+        validation_alias=_alias("backup_target_roots", "MAINTENANCE_BACKUP_TARGET_ROOTS"),
+        description="folders a config backup's backup_dir must resolve under (BACKUPS_DIR is /backups in compose)")
+    doc_sync_allowed_hosts: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(), validation_alias=_alias("doc_sync_allowed_hosts", "MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS"),
+        description="hosts doc sync may fetch from over https (empty: any https host)")
+    doc_sync_test_schemes: Annotated[frozenset[str], NoDecode] = Field(
+        frozenset(), validation_alias=_alias("doc_sync_test_schemes", "MAINTENANCE_DOC_SYNC_TEST_SCHEMES"),
+        description="internal: FOR TESTS ONLY, extra upstream URL schemes (e.g. file) for local test repositories")
+
+    @field_validator("backup_source_roots", "backup_target_roots", mode="before")
+    @classmethod
+    def _paths(cls, value: Any) -> Any:
+        return tuple(Path(p) for p in _csv(value)) if isinstance(value, str) else value
+
+    @field_validator("doc_sync_allowed_hosts", "doc_sync_test_schemes", mode="before")
+    @classmethod
+    def _lowercase_set(cls, value: Any) -> Any:
+        return frozenset(item.lower() for item in _csv(value)) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _default_timezone(self) -> MaintenanceSettings:
@@ -66,3 +101,24 @@ def max_catchup_minutes() -> int:
 def default_work_dir() -> str:
     """Where doc sync keeps its git caches between runs (`MAINTENANCE_WORK_DIR`)."""
     return maintenance_settings().work_dir
+
+
+def backup_source_roots() -> tuple[Path, ...]:
+    """Folders backup sources must resolve under (`MAINTENANCE_BACKUP_SOURCE_ROOTS`, comma-separated)."""
+    return maintenance_settings().backup_source_roots
+
+
+def backup_target_roots() -> tuple[Path, ...]:
+    """Folders a backup_dir must resolve under (`MAINTENANCE_BACKUP_TARGET_ROOTS`, comma-separated)."""
+    return maintenance_settings().backup_target_roots
+
+
+def doc_sync_allowed_hosts() -> frozenset[str]:
+    """Hosts doc sync may fetch from (`MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS`, comma-separated); empty: any https host."""
+    return maintenance_settings().doc_sync_allowed_hosts
+
+
+def doc_sync_test_schemes() -> frozenset[str]:
+    """FOR TESTS ONLY: extra upstream URL schemes doc sync accepts besides https (`MAINTENANCE_DOC_SYNC_TEST_SCHEMES`,
+    e.g. "file,http" for local test repositories). Never set in a deployment."""
+    return maintenance_settings().doc_sync_test_schemes

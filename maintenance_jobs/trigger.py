@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
 from maintenance_jobs.models import Task
+from maintenance_jobs.settings import MaintenanceSettings, maintenance_settings
 from orchestration_core.dagster_webserver import DagsterWebserverClient
 
 LOCATION_NAME = "maintenance_jobs"
@@ -17,8 +18,31 @@ DEFINITIONS_MODULE = "maintenance_jobs.definitions"
 REPOSITORY_NAME = "__repository__"
 
 
+# The settings each built-in executor's resources need (definitions.py's dg.EnvVar) when its run is launched, by
+# variable name. The API and the maintenance code location share one environment block in compose (x-runtime-env), so
+# the API can check them before asking the webserver, whose answer to a missing EnvVar is an opaque HTTP 500.
+REQUIRED_ENV: dict[str, tuple[str, ...]] = {"doc_sync_executor": ("GITEA_URL", "GITEA_TOKEN")}
+
+
+class TaskNotRunnable(RuntimeError):
+    """The task cannot be launched in this deployment (e.g. settings its executor needs are not set)."""
+
+
+def check_runnable(task: Task, settings: MaintenanceSettings | None = None) -> None:
+    """TaskNotRunnable naming the missing (unset or empty) settings the task's executor needs."""
+    settings = settings or maintenance_settings()
+    missing = [name for name in REQUIRED_ENV.get(task.executor, ()) if not getattr(settings, name.lower())]
+    if missing:
+        raise TaskNotRunnable(
+            f"task {task.task_name!r} cannot run: {task.executor} needs {', '.join(missing)}, "
+            "which the deployment does not set"
+        )
+
+
 def trigger_task(webserver: DagsterWebserverClient, task: Task, triggered_by: str = "manual") -> str:
     """Queue a run of `task` now (tagged `triggered_by`) through the webserver and return its run id."""
+    check_runnable(task)
+    check_runnable(task)
     job, _ = job_and_op(task.executor)
     return webserver.launch_run(
         location_name=LOCATION_NAME,

@@ -16,6 +16,8 @@ from control_api.executions import (
 
 router = APIRouter(tags=["executions"])
 State = Annotated[ApiState, Depends(api_state)]
+# pydantic-core evaluates `pattern` with its Rust regex engine, where `$` is the end of the text: "success\n" is
+# refused (tests/control_api/test_tasks_api.py checks it).
 StatusName = Annotated[str | None, Query(pattern="^(" + "|".join(EXECUTION_STATUSES) + ")$")]
 
 

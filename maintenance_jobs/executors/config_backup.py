@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from maintenance_jobs.executor_configs import BackupSource, ConfigBackupConfig
+from maintenance_jobs.executor_configs import BackupSource, ConfigBackupConfig, ConfigRefused, resolved_backup_paths
 
 _STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
 
-class BackupRefused(ValueError):
-    """The config cannot be backed up safely (missing source, backup_dir inside a source)."""
+class BackupRefused(ConfigRefused):
+    """The config cannot be backed up safely (outside the roots, missing source, backup_dir inside a source)."""
 
 
 @dataclass
@@ -67,16 +67,28 @@ def is_excluded(relative: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(relative, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def check_config(config: ConfigBackupConfig) -> None:
-    """Refuse before writing anything: every source must exist and backup_dir must not lie inside one."""
-    backup_dir = Path(config.backup_dir).resolve()
-    for source in config.sources:
-        path = Path(source.path)
-        if not path.exists():
+def check_config(config: ConfigBackupConfig) -> ConfigBackupConfig:
+    """Refuse before writing anything: every path must resolve under the roots of this process's settings, every
+    source must exist and backup_dir must not lie inside one. Returns the config with the resolved paths, so the
+    backup reads and writes exactly what was checked."""
+    try:
+        resolved_sources, backup_dir = resolved_backup_paths(config)
+    except ConfigRefused as exc:
+        raise BackupRefused(str(exc)) from None
+    for source, resolved in zip(config.sources, resolved_sources, strict=True):
+        if not resolved.exists():
             raise BackupRefused(f"source {source.name!r}: {source.path} does not exist")
-        resolved = path.resolve()
         if backup_dir == resolved or resolved in backup_dir.parents:
             raise BackupRefused(f"backup_dir {config.backup_dir} is inside source {source.name!r} ({source.path})")
+    return ConfigBackupConfig(
+        sources=[
+            BackupSource(path=str(resolved), name=source.name, excludes=list(source.excludes))
+            for source, resolved in zip(config.sources, resolved_sources, strict=True)
+        ],
+        backup_dir=str(backup_dir),
+        compress=config.compress,
+        retention_days=config.retention_days,
+    )
 
 
 def _write_archive(
@@ -150,11 +162,11 @@ def backup_source(
 
 def expired_archives(backup_dir: Path, task_name: str, source: str, now: dt.datetime, retention_days: int) -> list[Path]:
     """This task's archives of `source` older than `retention_days` (by the timestamp in their name)."""
-    pattern = re.compile(rf"^{re.escape(task_name)}__{re.escape(source)}__(\d{{8}}T\d{{6}}Z)\.tar(\.gz)?$")
+    pattern = re.compile(rf"{re.escape(task_name)}__{re.escape(source)}__(\d{{8}}T\d{{6}}Z)\.tar(\.gz)?")
     cutoff = now.astimezone(dt.UTC) - dt.timedelta(days=retention_days)
     expired = []
     for entry in backup_dir.iterdir():
-        match = pattern.match(entry.name)
+        match = pattern.fullmatch(entry.name)
         if match and entry.is_file():
             stamp = dt.datetime.strptime(match.group(1), _STAMP_FORMAT).replace(tzinfo=dt.UTC)
             if stamp < cutoff:
@@ -170,7 +182,7 @@ def run_backup(
     on_file: Callable[[Path], None] | None = None,
 ) -> BackupResult:
     """Back up every source; retention runs only for sources whose new archive was written."""
-    check_config(config)
+    config = check_config(config)
     backup_dir = Path(config.backup_dir)
     backup_dir.mkdir(parents=True, exist_ok=True)
     result = BackupResult()

@@ -17,7 +17,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from maintenance_jobs.executor_configs import DocSyncConfig
+from maintenance_jobs.executor_configs import DocSyncConfig, check_doc_sync_config
 from maintenance_jobs.executors.scrub import scrub
 
 SYNC_INFO_FILE = ".SYNC_INFO.md"
@@ -91,17 +91,18 @@ class Git:
 
 
 def _remote_has_branch(git: Git, url: str, branch: str) -> bool:
-    return bool(git("ls-remote", "--heads", url, f"refs/heads/{branch}", auth=True))
+    return bool(git("ls-remote", "--heads", "--", url, f"refs/heads/{branch}", auth=True))
 
 
 def _fetch_upstream(git: Git, upstream: Path, config: DocSyncConfig) -> str:
     if not (upstream / "HEAD").exists():
         upstream.mkdir(parents=True, exist_ok=True)
-        git("init", "--bare", "-q", str(upstream))
+        git("init", "--bare", "-q", "--", str(upstream))
     ref = f"refs/remotes/upstream/{config.branch}"
     # Only the tip is mirrored, so a shallow fetch is enough (and keeps big upstreams cheap).
-    git("fetch", "-q", "--depth=1", "--no-tags", config.upstream_repo, f"+refs/heads/{config.branch}:{ref}", cwd=upstream)
-    return git("rev-parse", ref, cwd=upstream)
+    git("fetch", "-q", "--depth=1", "--no-tags", "--", config.upstream_repo, f"+refs/heads/{config.branch}:{ref}",
+        cwd=upstream)
+    return git("rev-parse", "--verify", "--end-of-options", f"{ref}^{{commit}}", cwd=upstream)
 
 
 def _checkout_target(git: Git, checkout: Path, url: str, branch: str) -> bool:
@@ -113,7 +114,8 @@ def _checkout_target(git: Git, checkout: Path, url: str, branch: str) -> bool:
         checkout.mkdir(parents=True)
         git("init", "-q", "-b", branch, cwd=checkout)
     if exists:
-        git("fetch", "-q", "--no-tags", url, f"+refs/heads/{branch}:refs/remotes/target/{branch}", cwd=checkout, auth=True)
+        git("fetch", "-q", "--no-tags", "--", url, f"+refs/heads/{branch}:refs/remotes/target/{branch}", cwd=checkout,
+            auth=True)
         git("checkout", "-q", "-f", "-B", branch, f"refs/remotes/target/{branch}", cwd=checkout)
     return exists
 
@@ -158,7 +160,11 @@ def sync_docs(
     now: dt.datetime,
     log: logging.Logger | logging.LoggerAdapter,
 ) -> DocSyncResult:
-    """Fetch upstream, keep `docs_paths`, commit with `.SYNC_INFO.md`, push and tag `snapshot-YYYY-MM-DD` (UTC date)."""
+    """Fetch upstream, keep `docs_paths`, commit with `.SYNC_INFO.md`, push and tag `snapshot-YYYY-MM-DD` (UTC date).
+
+    The config is checked again here (ConfigRefused) under this process's settings before any git command runs.
+    """
+    config = check_doc_sync_config(config)
     git = Git(token, log)
     cache = work_dir / "doc_sync" / config.project
     upstream_commit = _fetch_upstream(git, cache / "upstream.git", config)
@@ -184,10 +190,10 @@ def sync_docs(
     message = f"Sync {config.project} docs from {git.scrub(config.upstream_repo)} @ {upstream_commit[:12]}"
     git(*_AUTHOR, "commit", "-q", "-m", message, cwd=checkout)
     head = git("rev-parse", "HEAD", cwd=checkout)
-    git("push", "-q", target_url, f"HEAD:refs/heads/{config.target_branch}", cwd=checkout, auth=True)
+    git("push", "-q", "--", target_url, f"HEAD:refs/heads/{config.target_branch}", cwd=checkout, auth=True)
     # One snapshot per (UTC) day: a second sync on the same day moves that day's tag to the newer commit.
     tag = snapshot_tag(now)
     git(*_AUTHOR, "tag", "-f", "-a", tag, "-m", f"Snapshot of {config.project} docs {tag.removeprefix('snapshot-')}", cwd=checkout)
-    git("push", "-q", "-f", target_url, f"refs/tags/{tag}", cwd=checkout, auth=True)
+    git("push", "-q", "-f", "--", target_url, f"refs/tags/{tag}", cwd=checkout, auth=True)
     log.info(f"{config.project}: pushed {head[:12]} ({files} files) and tag {tag}")
     return DocSyncResult(config.project, upstream_commit, head, True, files, tag, paths)

@@ -12,7 +12,7 @@ from typing import Any
 from maintenance_jobs.settings import PLUGIN_ENTRY_POINT_GROUP, MaintenanceSettings, plugin_package
 
 # A plain identifier, so a task row cannot make us import an arbitrary dotted module path.
-_PLUGIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: `$` would let "name\n" through
 
 
 class PluginNotFound(LookupError):
@@ -21,7 +21,7 @@ class PluginNotFound(LookupError):
 
 def load_plugin(name: str, package: str | None = None) -> Any:
     """The plug-in called `name`: module `<package>.<name>`, else entry point `name` in `maintenance_jobs.executors`."""
-    if not _PLUGIN_NAME.match(name):
+    if not _PLUGIN_NAME.fullmatch(name):
         raise PluginNotFound(f"{name!r} is not a valid executor name")
     package = package or plugin_package()
     module_name = f"{package}.{name}"

@@ -74,7 +74,9 @@ def test_cursor_round_trip_keeps_microseconds() -> None:
     assert decode_cursor(encode_cursor("r1", created.replace(tzinfo=None)))[1] == created
 
 
-@pytest.mark.parametrize("cursor", ["", "abc", "run:12.5", "run:-1", "a b:1", "run:" + "9" * 18, "x" * 300 + ":1"])
+@pytest.mark.parametrize(
+    "cursor", ["", "abc", "run:12.5", "run:-1", "a b:1", "run:" + "9" * 18, "x" * 300 + ":1", "run:1\n", "run\n:1"]
+)
 def test_malformed_cursor_names_the_parameter(cursor) -> None:
     with pytest.raises(CursorError, match="cursor"):
         decode_cursor(cursor)
@@ -185,3 +187,15 @@ def test_bad_cache_seconds_name_the_variable(monkeypatch, raw: str) -> None:
     monkeypatch.setenv("MAINTENANCE_API_CACHE_SECONDS", raw)
     with pytest.raises(ApiConfigError, match="MAINTENANCE_API_CACHE_SECONDS"):
         settings_from_env()
+
+
+def test_json_safe_makes_any_validation_detail_renderable() -> None:
+    import json
+
+    from control_api.app import json_safe
+
+    detail = [{"loc": ["body", "priority"], "input": float("nan"), "ctx": {"x": [float("-inf"), "\ud800"]}}]
+    with pytest.raises((ValueError, UnicodeEncodeError)):
+        json.dumps(detail, allow_nan=False, ensure_ascii=False).encode()
+    text = json.dumps(json_safe(detail), allow_nan=False, ensure_ascii=False).encode()
+    assert json.loads(text) == [{"loc": ["body", "priority"], "input": "nan", "ctx": {"x": ["-inf", "\\ud800"]}}]

@@ -171,3 +171,178 @@ def test_trigger_without_a_reachable_webserver_is_503_and_launches_nothing(api_s
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+DOC_SYNC = {"project": "fastapi", "upstream_repo": "https://github.com/tiangolo/fastapi.git",
+            "docs_paths": ["docs"], "gitea_repo": "library/docs-fastapi"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("upstream_repo", "--upload-pack=touch /tmp/x"),
+        ("upstream_repo", "file:///etc"),
+        ("upstream_repo", "/srv/repo.git"),
+        ("branch", "--orphan"),
+        ("target_branch", "-D"),
+        ("docs_paths", ["-x"]),
+        ("gitea_repo", "-o/x"),
+    ],
+)
+def test_doc_sync_configs_git_could_misread_are_refused_on_post_and_put(api: RunningApi, key: str, value) -> None:
+    bad = {**DOC_SYNC, key: value}
+    with api.client() as client:
+        posted = client.post("/tasks", json=task_body("sync", executor="doc_sync_executor", config=bad))
+        assert posted.status_code == 422 and posted.json()["field"] == f"config.{key}", posted.text
+        assert client.get("/tasks/sync").status_code == 404  # nothing stored
+        assert client.post("/tasks", json=task_body("sync", executor="doc_sync_executor", config=DOC_SYNC)).status_code == 201
+        put = client.put("/tasks/sync", json={"config": bad})
+        assert put.status_code == 422 and put.json()["field"] == f"config.{key}", put.text
+        assert client.get("/tasks/sync").json()["config"]["upstream_repo"] == DOC_SYNC["upstream_repo"]
+
+
+BACKUP = {"sources": [{"path": "/data", "name": "docker-data"}], "backup_dir": "/backups/configs"}
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({**BACKUP, "sources": [{"path": "/etc/shadow", "name": "shadow"}]}, "config.sources.0.path"),
+        ({**BACKUP, "sources": [{"path": "/root/.ssh", "name": "ssh"}]}, "config.sources.0.path"),
+        ({**BACKUP, "backup_dir": "/etc/cron.d"}, "config.backup_dir"),
+        ({**BACKUP, "backup_dir": "../../.."}, "config.backup_dir"),
+    ],
+)
+def test_backup_paths_outside_the_roots_are_refused_on_post_and_put(api: RunningApi, config: dict, field: str) -> None:
+    with api.client() as client:
+        posted = client.post("/tasks", json=task_body("backup", executor="config_backup_executor", config=config))
+        assert posted.status_code == 422 and posted.json()["field"] == field, posted.text
+        assert client.get("/tasks/backup").status_code == 404
+        created = client.post("/tasks", json=task_body("backup", executor="config_backup_executor", config=BACKUP))
+        assert created.status_code == 201, created.text
+        put = client.put("/tasks/backup", json={"config": config})
+        assert put.status_code == 422 and put.json()["field"] == field, put.text
+        assert client.get("/tasks/backup").json()["config"] == BACKUP  # unchanged
+
+
+def refused_field(response: httpx.Response) -> str:
+    """The field a 422 names: `field` of registry errors, the last `loc` entry of FastAPI's schema errors."""
+    body = response.json()
+    return body["field"] if "field" in body else body["detail"][0]["loc"][-1]
+
+
+def test_a_trailing_newline_passes_no_name_check(api: RunningApi) -> None:
+    with api.client() as client:
+        posted = client.post("/tasks", json=task_body("x\n"))
+        assert posted.status_code == 422 and refused_field(posted) == "task_name", posted.text
+        before = client.get("/tasks").json()
+        assert not any(t["task_name"].startswith("x") for t in before)  # nothing stored
+        assert client.post("/tasks", json=task_body("x")).status_code == 201
+        renamed = client.put("/tasks/x", json={"task_name": "x\n"})
+        assert renamed.status_code == 422 and refused_field(renamed) == "task_name"
+        assert [t["task_name"] for t in client.get("/tasks").json() if t["task_name"].startswith("x")] == ["x"]
+        assert client.get("/executions", params={"status": "success\n"}).status_code == 422
+        cursor = client.get("/executions", params={"cursor": "run:1\n"})
+        assert cursor.status_code == 400 and cursor.json()["field"] == "cursor"
+
+
+def _raw(client: httpx.Client, method: str, url: str, fields: str) -> httpx.Response:
+    """A request whose JSON body is written by hand (`fields` spliced into a valid task body)."""
+    import json
+
+    body = json.dumps(task_body("bad"))[:-1] + ", " + fields + "}"
+    return client.request(method, url, content=body.encode(), headers={"Content-Type": "application/json"})
+
+
+BAD_JSON_FIELDS = [
+    '"description": "\\ud800"',
+    '"service": "\\udfff"',
+    '"description": "ok \\ud800 ok"',
+    '"config": {"message": "\\ud83d", "delay_seconds": 0}',
+    '"created_by": "\\ud800"',
+    '"priority": NaN',
+    '"priority": Infinity',
+    '"minute": -Infinity',
+    '"timeout_seconds": NaN',
+    '"config": {"message": "hi", "delay_seconds": NaN}',
+    '"config": {"message": "hi", "delay_seconds": Infinity}',
+    '"config": {"message": "hi", "delay_seconds": 0, "x\\ud800": 1}',  # the field named in the answer is escaped
+]
+
+
+@pytest.mark.parametrize("fields", BAD_JSON_FIELDS)
+def test_lone_surrogates_and_non_finite_numbers_are_4xx_and_store_nothing(api: RunningApi, fields: str) -> None:
+    with api.client() as client:
+        before = client.get("/tasks").json()
+        posted = _raw(client, "POST", "/tasks", fields)
+        assert 400 <= posted.status_code < 500, posted.text
+        assert posted.json()["detail"] and "internal error" not in posted.text
+        assert client.get("/tasks").json() == before  # nothing stored
+
+        assert client.post("/tasks", json=task_body("keep")).status_code == 201
+        stored = client.get("/tasks/keep").json()
+        # PUT with the same bad field alone.
+        put = client.request("PUT", "/tasks/keep", content=("{" + fields + "}").encode(),
+                             headers={"Content-Type": "application/json"})
+        assert 400 <= put.status_code < 500, put.text
+        assert put.json()["detail"] and "internal error" not in put.text
+        assert client.get("/tasks/keep").json() == stored  # nothing changed
+
+
+def test_triggering_doc_sync_without_gitea_settings_is_a_clear_answer_not_a_500(
+    api: RunningApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITEA_URL", raising=False)
+    monkeypatch.delenv("GITEA_TOKEN", raising=False)
+    with api.client() as client:
+        assert client.post("/tasks", json=task_body("sync", executor="doc_sync_executor", config=DOC_SYNC)).status_code == 201
+        answer = client.post("/tasks/sync/trigger")
+        assert answer.status_code == 503, answer.text
+        assert "GITEA_URL, GITEA_TOKEN" in answer.json()["detail"] and "'sync'" in answer.json()["detail"]
+        monkeypatch.setenv("GITEA_URL", "http://gitea:3000")
+        monkeypatch.setenv("GITEA_TOKEN", "")  # compose passes ${GITEA_TOKEN:-}: empty counts as missing
+        answer = client.post("/tasks/sync/trigger")
+        assert answer.status_code == 503 and "needs GITEA_TOKEN," in answer.json()["detail"]
+    assert api.instance.get_runs() == []
+
+
+def test_size_limits(api: RunningApi) -> None:
+    from maintenance_jobs.limits import (
+        MAX_AUTHORIZATION_HEADER_BYTES,
+        MAX_CONFIG_JSON_BYTES,
+        MAX_DESCRIPTION_CHARS,
+        MAX_REQUEST_BODY_BYTES,
+        MAX_SERVICE_CHARS,
+    )
+
+    with api.client() as client:
+        before = client.get("/tasks").json()
+        too_big = client.post("/tasks", json=task_body("big", description="x" * MAX_REQUEST_BODY_BYTES))
+        assert too_big.status_code == 413 and "1048576" in too_big.json()["detail"]
+
+        def chunks():
+            body = b'{"task_name": "big", "description": "' + b"x" * (MAX_REQUEST_BODY_BYTES + 10) + b'"}'
+            for start in range(0, len(body), 64 * 1024):
+                yield body[start:start + 64 * 1024]
+
+        chunked = client.post("/tasks", content=chunks(), headers={"Content-Type": "application/json"})
+        assert chunked.status_code == 413  # no Content-Length: counted as it arrives
+        for field, value in [("description", "x" * (MAX_DESCRIPTION_CHARS + 1)),
+                             ("service", "s" * (MAX_SERVICE_CHARS + 1)),
+                             ("config", {"message": "m" * MAX_CONFIG_JSON_BYTES, "delay_seconds": 0})]:
+            answer = client.post("/tasks", json=task_body("long", **{field: value}))
+            assert answer.status_code == 422 and refused_field(answer) == field, answer.text
+        assert client.get("/tasks").json() == before  # nothing stored
+        assert client.post("/tasks", json=task_body("long", description="x" * MAX_DESCRIPTION_CHARS)).status_code == 201
+        stored = client.get("/tasks/long").json()
+        for field, value in [("description", "x" * (MAX_DESCRIPTION_CHARS + 1)),
+                             ("config", {"message": "m" * MAX_CONFIG_JSON_BYTES, "delay_seconds": 0})]:
+            answer = client.put("/tasks/long", json={field: value})
+            assert answer.status_code == 422 and refused_field(answer) == field, answer.text
+        assert client.get("/tasks/long").json() == stored  # nothing changed
+
+    huge_key = "Bearer " + "k" * MAX_AUTHORIZATION_HEADER_BYTES
+    with api.client(None) as anonymous:
+        answer = anonymous.get("/tasks", headers={"Authorization": huge_key})
+        assert answer.status_code == 431 and "Authorization" in answer.json()["detail"]
+        assert anonymous.get("/health", headers={"Authorization": huge_key}).status_code == 431

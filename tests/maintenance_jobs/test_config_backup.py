@@ -27,6 +27,14 @@ NOW = dt.datetime(2025, 6, 1, 3, 5, tzinfo=dt.UTC)
 LOG = logging.getLogger("config_backup_test")
 
 
+@pytest.fixture(autouse=True)
+def backup_roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    # Production roots are /data and /backups; these tests read and write under their own tmp folder.
+    monkeypatch.setenv("MAINTENANCE_BACKUP_SOURCE_ROOTS", str(tmp_path))
+    monkeypatch.setenv("MAINTENANCE_BACKUP_TARGET_ROOTS", str(tmp_path))
+    return tmp_path
+
+
 @pytest.fixture
 def source(tmp_path: Path) -> Path:
     root = tmp_path / "docker-data"
@@ -194,3 +202,42 @@ def test_op_reports_metadata_and_fails_the_run_when_a_source_fails(source: Path,
 def test_backup_source_names_are_validated() -> None:
     with pytest.raises(ValueError):
         BackupSource(path="/x", name="../escape")
+
+
+def test_a_symlink_planted_later_under_a_root_is_refused_at_run_time(source: Path, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"  # not under the roots (tmp_path)
+    outside.mkdir()
+    (outside / "shadow").write_text("secret")
+    link = tmp_path / "current"
+    link.symlink_to(source)  # at write time it points inside the root: accepted
+    backups = tmp_path / "backups"
+    config = backup_config(link, backups)
+    link.unlink()
+    link.symlink_to(outside)  # swapped afterwards
+    with pytest.raises(BackupRefused, match="sources.0.path"):
+        run_backup(config, "nightly", NOW, LOG)
+    assert not backups.exists()  # refused before writing anything
+
+    backups.mkdir()
+    target_link = tmp_path / "backup-link"
+    target_link.symlink_to(backups)
+    config = backup_config(source, target_link)
+    target_link.unlink()
+    target_link.symlink_to(outside)
+    with pytest.raises(BackupRefused, match="backup_dir"):
+        run_backup(config, "nightly", NOW, LOG)
+    assert sorted(p.name for p in outside.iterdir()) == ["shadow"]
+
+
+def test_roots_from_the_run_workers_environment_apply_at_run_time(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = backup_config(source, tmp_path / "backups")  # written while the roots allowed it
+    monkeypatch.setenv("MAINTENANCE_BACKUP_SOURCE_ROOTS", "/data")
+    with pytest.raises(BackupRefused, match="MAINTENANCE_BACKUP_SOURCE_ROOTS"):
+        run_backup(config, "nightly", NOW, LOG)
+    monkeypatch.setenv("MAINTENANCE_BACKUP_SOURCE_ROOTS", str(tmp_path))
+    monkeypatch.setenv("MAINTENANCE_BACKUP_TARGET_ROOTS", "/backups")
+    with pytest.raises(BackupRefused, match="MAINTENANCE_BACKUP_TARGET_ROOTS"):
+        run_backup(config, "nightly", NOW, LOG)
+    assert not (tmp_path / "backups").exists()

@@ -36,3 +36,16 @@ def test_resources_come_from_the_environment() -> None:
     repository = defs.get_repository_def()
     assert set(repository.get_top_level_resources()) >= {"maintenance_registry", "gitea"}
     assert defs.resolve_job_def("doc_sync_executor").required_resource_keys >= {"gitea"}
+
+
+def test_the_triggers_up_front_env_check_matches_the_resources_env_vars() -> None:
+    import dagster as dg
+
+    from maintenance_jobs.definitions import defs as definitions
+    from maintenance_jobs.trigger import REQUIRED_ENV
+
+    gitea = definitions.resources["gitea"]
+    env_vars = {value.env_var_name for value in vars(gitea).values() if isinstance(value, dg.EnvVar)} or {
+        value.env_var_name for value in gitea._partial_resource_config.values() if isinstance(value, dg.EnvVar)
+    }
+    assert set(REQUIRED_ENV["doc_sync_executor"]) == env_vars

@@ -12,9 +12,12 @@ import dagster as dg
 import pytest
 
 from maintenance_jobs.executor_configs import DocSyncConfig
+from maintenance_jobs.executor_configs import ConfigRefused
 from maintenance_jobs.executors.doc_sync import (
     SYNC_INFO_FILE,
+    Git,
     GitCommandError,
+    _fetch_upstream,
     snapshot_tag,
     sync_docs,
     target_repo_url,
@@ -42,6 +45,12 @@ class ListHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
+
+
+@pytest.fixture(autouse=True)
+def local_test_remotes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The test repositories are file:// paths; production accepts https:// only (the test-only setting below).
+    monkeypatch.setenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES", "file")
 
 
 @pytest.fixture
@@ -250,3 +259,63 @@ def test_op_metadata_tags_and_events_are_free_of_the_token(
     else:
         assert not result.success
         assert tags["racing/outcome"] == "failed" and "ls-remote" in tags["racing/error"]
+
+
+def _unchecked(upstream: Upstream, **changes) -> DocSyncConfig:
+    """A config as a row written before the rules (or under another environment) would hold it: not validated."""
+    return DocSyncConfig.model_construct(**{**config(upstream).model_dump(), **changes})
+
+
+def test_upload_pack_option_in_upstream_runs_nothing(upstream: Upstream, gitea_root: Path, tmp_path: Path, log) -> None:
+    marker = tmp_path / "pwned"
+    evil = f"--upload-pack=touch {marker}"
+    with pytest.raises(Exception):
+        DocSyncConfig(**{**config(upstream).model_dump(), "upstream_repo": evil})
+    # The executor checks again at run time: refused before any git command.
+    target = target_repo_url(f"file://{gitea_root}", "library/docs-fastapi")
+    with pytest.raises(ConfigRefused, match="upstream_repo"):
+        sync_docs(_unchecked(upstream, upstream_repo=evil), target_url=target, token=None, work_dir=tmp_path / "w",
+                  now=NOW, log=log)
+    assert not marker.exists()
+    # And git itself gets `--` before the repository: even unchecked, the value is a (bad) repository, not an option.
+    with pytest.raises(GitCommandError):
+        _fetch_upstream(Git(None, log), tmp_path / "cache" / "upstream.git", _unchecked(upstream, upstream_repo=evil))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("branch", "--upload-pack=x"), ("target_branch", "-D"), ("docs_paths", ["--output=/tmp/x"]),
+     ("gitea_repo", "-x/y")],
+)
+def test_run_time_check_covers_every_git_facing_field(upstream: Upstream, tmp_path: Path, log, key, value) -> None:
+    with pytest.raises(ConfigRefused, match=key):
+        sync_docs(_unchecked(upstream, **{key: value}), target_url="file:///nonexistent", token=None,
+                  work_dir=tmp_path / "w", now=NOW, log=log)
+    assert not (tmp_path / "w").exists()  # nothing fetched, nothing created
+
+
+def test_local_upstreams_are_refused_at_run_time_without_the_test_setting(
+    upstream: Upstream, gitea_root: Path, tmp_path: Path, log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = target_repo_url(f"file://{gitea_root}", "library/docs-fastapi")
+    rows = [_unchecked(upstream, upstream_repo=local) for local in (f"file://{upstream.bare}", str(upstream.bare))]
+    monkeypatch.delenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES")
+    for row in rows:
+        with pytest.raises(ConfigRefused, match="https"):
+            sync_docs(row, target_url=target, token=None, work_dir=tmp_path / "w", now=NOW, log=log)
+    assert git("branch", "--list", cwd=gitea_root / "library" / "docs-fastapi.git") == ""
+
+
+def test_the_run_fails_when_its_worker_refuses_the_config(
+    upstream: Upstream, gitea_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_config = {"ops": {"run_doc_sync_executor": {"config": config(upstream).model_dump()}}}
+    monkeypatch.delenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES")  # the run worker's environment refuses file://
+    with dg.instance_for_test() as instance:
+        gitea = GiteaResource(base_url=f"file://{gitea_root}", token=None, work_dir=str(tmp_path / "w"))
+        result = doc_sync_executor_job.execute_in_process(
+            run_config=run_config, resources={"gitea": gitea}, instance=instance, raise_on_error=False
+        )
+    assert not result.success
+    assert git("branch", "--list", cwd=gitea_root / "library" / "docs-fastapi.git") == ""
