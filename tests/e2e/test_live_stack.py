@@ -36,7 +36,7 @@ DESCRIBED = [
     ("maintenance_jobs", "jobs", "example_executor", "Maintenance task: example_executor."),
 ]
 
-pytestmark = [pytest.mark.integration, pytest.mark.api]
+pytestmark = [pytest.mark.integration, pytest.mark.api, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

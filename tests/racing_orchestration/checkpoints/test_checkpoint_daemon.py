@@ -21,6 +21,7 @@ DAEMON = Path(sys.executable).with_name("dagster-daemon")
 
 
 @pytest.mark.integration
+@pytest.mark.slow
 def test_daemon_sensor_launches_a_run_that_stores_a_snapshot(tmp_path, pg_instance, dagster_database_url, race_db,
                                                              racing_db_url) -> None:
     home = tmp_path / "home"
