@@ -14,6 +14,7 @@ from pydantic import TypeAdapter
 
 from control_api.deps import ApiState, CachedPage, api_state
 from control_api.executions import (
+    CURSOR_PATTERN,
     EXECUTION_STATUSES,
     ExecutionItem,
     ExecutionQuery,
@@ -52,7 +53,7 @@ async def executions(
     status_: Annotated[StatusName, Query(alias="status")] = None,
     service: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-    cursor: Annotated[str | None, Query(max_length=300,
+    cursor: Annotated[str | None, Query(max_length=300, json_schema_extra={"pattern": CURSOR_PATTERN},
                                         description='from the `Link: <...>; rel="next"` header of the previous '
                                                     "page (follow that link unchanged)")] = None,
 ):
