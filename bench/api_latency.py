@@ -230,11 +230,10 @@ def measure(args: argparse.Namespace, home: Path, registry_url: str, workers: in
     try:
         wait_for_http(f"{base}/health", 60, api)
         headers = {"Authorization": f"Bearer {KEY}"}
-        first = httpx.get(f"{base}/executions", params={"limit": 20}, headers=headers).json()
-        cursor = first["next_cursor"]
-        for _ in range(50):  # a page ~1,000 executions deep
-            cursor = httpx.get(f"{base}/executions", params={"limit": 20, "cursor": cursor},
-                               headers=headers).json()["next_cursor"]
+        page = httpx.get(f"{base}/executions", params={"limit": 20}, headers=headers)
+        for _ in range(50):  # a page ~1,000 executions deep, following the Link headers
+            page = httpx.get(f"{base}{page.links['next']['url']}", headers=headers)
+        cursor = dict(httpx.URL(page.links["next"]["url"]).params)["cursor"]
         paths = {
             "/executions?limit=20": "/executions?limit=20",
             "/executions?limit=20&status=failed": "/executions?limit=20&status=failed",

@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import uvicorn
 
+    from control_api.access_log import uvicorn_log_config
+
+    # A key a client put in the query string (?api_key=...) must not land in the access log.
+    log_config = uvicorn_log_config()
     workers = args.workers or settings.workers
     if workers > 1:
         # Worker processes build their own app from the environment: hand them what came from the command line.
@@ -54,12 +58,13 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="maintenance-api-metrics-") as metrics_dir:
             os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
             uvicorn.run("control_api.app:app_from_env", factory=True, workers=workers,
-                        host=args.host, port=args.port, log_level=args.log_level.lower())
+                        host=args.host, port=args.port, log_level=args.log_level.lower(), log_config=log_config)
         return 0
 
     from control_api.app import create_app
 
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level.lower())
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level.lower(),
+                log_config=log_config)
     return 0
 
 

@@ -21,6 +21,7 @@ from control_api.deps import ApiState
 from control_api.docs_page import add_docs_routes
 from control_api.executions import CursorError
 from control_api.metrics import StorageCollector
+from control_api.openapi_errors import add_error_responses
 from control_api.routes.executions import router as executions_router
 from control_api.routes.status import router as status_router
 from control_api.routes.tasks import router as tasks_router
@@ -146,8 +147,14 @@ def json_safe(value: object) -> object:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # FastAPI's own answer (detail = the error list), made renderable whatever the input held.
-        return JSONResponse({"detail": json_safe(jsonable_encoder(exc.errors()))}, status_code=422)
+        # FastAPI's own answer (detail = the error list), made renderable whatever the input held, with `field`
+        # naming the first parameter or body field at fault, as the other 422s do (openapi_errors.ErrorBody).
+        errors = exc.errors()
+        body: dict = {"detail": json_safe(jsonable_encoder(errors))}
+        loc = errors[0].get("loc", ()) if errors else ()
+        if len(loc) > 1 and loc[0] in ("body", "query", "path", "header"):
+            body["field"] = json_safe(".".join(str(part) for part in loc[1:]))
+        return JSONResponse(body, status_code=422)
 
     @app.exception_handler(TaskNotFound)
     async def not_found(_: Request, exc: TaskNotFound) -> JSONResponse:
@@ -240,7 +247,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
             from fastapi.openapi.utils import get_openapi
 
             schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-            app.openapi_schema = add_security_scheme(schema, settings.public_paths)
+            app.openapi_schema = add_error_responses(add_security_scheme(schema, settings.public_paths))
         return app.openapi_schema
 
     app.openapi = openapi

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -109,6 +111,9 @@ class ApiSettings(SettingsBase):
     def _key_rules(self) -> ApiSettings:
         if self.api_key_file:
             object.__setattr__(self, "api_key", read_key_file(self.api_key_file))
+        elif self.api_key is not None and self.api_key != self.api_key.strip():
+            # Clients would send the key without it (or a proxy strip it): refuse rather than reject every request.
+            raise ApiConfigError("SCHEDULER_API_KEY has leading or trailing whitespace: set it to the key alone")
         if not self.api_key and not self.insecure_dev:
             raise ApiConfigError(
                 "no API key: set SCHEDULER_API_KEY or SCHEDULER_API_KEY_FILE (or --api-key-file); "
@@ -124,11 +129,18 @@ class ApiSettings(SettingsBase):
 
 
 def read_key_file(path: str | Path) -> str:
-    """The key in `path` (surrounding whitespace stripped), with an error naming the file."""
+    """The key in `path` (surrounding whitespace stripped), with an error naming the file.
+
+    The file must not be readable or writable by group or others (mode 600 or 400, as `chmod 600` makes it).
+    """
     try:
+        mode = os.stat(path).st_mode
         key = Path(path).read_text().strip()
     except OSError as exc:
         raise ApiConfigError(f"cannot read API key file {path}: {exc.strerror}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ApiConfigError(f"API key file {path} is accessible to group or others (mode {stat.S_IMODE(mode):o}): "
+                             f"restrict it to its owner with `chmod 600 {path}`")
     if not key:
         raise ApiConfigError(f"API key file {path} is empty")
     return key

@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 from functools import cached_property
+from typing import NamedTuple
 
 import dagster as dg
 import sqlalchemy as sa
@@ -60,27 +61,39 @@ class ApiState:
                     self._instance = instance
         return self._instance
 
-    async def cached_response(self, key: tuple, compute: Callable[[], str | bytes]) -> Response:
+    async def cached_response(self, key: tuple, compute: Callable[[], str | bytes | CachedPage]) -> Response:
         """A read-only page from the response cache, or built by `compute` (one flight per key).
+
+        `compute` returns the JSON body, or a CachedPage when headers (e.g. `Link`) belong to the page: they are
+        cached with the body, so a cached page never pairs one query's body with another's headers.
 
         A usable page is answered on the event loop (an ageing one also starts one refresh in a worker thread);
         building a missing one (blocking database reads) runs in the thread pool, like FastAPI's sync routes.
         """
-        compute_bytes = lambda: _as_bytes(compute())  # noqa: E731
-        body, refresh = self.responses.peek(key)
+        compute_page = lambda: _as_page(compute())  # noqa: E731
+        page, refresh = self.responses.peek(key)
         if refresh:
-            asyncio.get_running_loop().run_in_executor(None, self.responses.refresh, key, compute_bytes)
-        if body is None:
-            body = await run_in_threadpool(self.responses.get, key, compute_bytes)
-        return Response(body, media_type="application/json")
+            asyncio.get_running_loop().run_in_executor(None, self.responses.refresh, key, compute_page)
+        if page is None:
+            page = await run_in_threadpool(self.responses.get, key, compute_page)
+        return Response(page.body, media_type="application/json", headers=dict(page.headers))
 
     def close(self) -> None:
         if "registry" in self.__dict__:
             self.registry.dispose()
 
 
-def _as_bytes(body: str | bytes) -> bytes:
-    return body.encode() if isinstance(body, str) else body
+class CachedPage(NamedTuple):
+    """A cached response: its JSON body and the headers that go with it."""
+
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _as_page(page: str | bytes | CachedPage) -> CachedPage:
+    if isinstance(page, CachedPage):
+        return page
+    return CachedPage(page.encode() if isinstance(page, str) else page)
 
 
 def api_state(request: Request) -> ApiState:

@@ -46,7 +46,9 @@ _DAGSTER_STATUSES: dict[str, list[dg.DagsterRunStatus]] = {
     "timeout": [S.FAILURE, S.CANCELED],
 }
 _FINISHED_TAG_STATUSES = {"success", "failed", "timeout", "canceled"}
-_CURSOR = re.compile(r"(?P<run_id>[A-Za-z0-9_-]{1,255}):(?P<created>\d{1,17})")  # fullmatch, not `$`
+_CURSOR = re.compile(r"(?P<run_id>[A-Za-z0-9_-]{1,255}):(?P<created>[0-9]{1,17})")  # fullmatch, not `$`
+# The same rule for the query parameter's schema (pydantic-core's regex: `$` is the end of the text).
+CURSOR_PATTERN = "^[A-Za-z0-9_-]{1,255}:[0-9]{1,17}$"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 TAG_RETRY_NUMBER = "dagster/retry_number"
@@ -77,6 +79,8 @@ class ExecutionItem(BaseModel):
 
 
 class ExecutionPage(BaseModel):
+    """One page; GET /executions answers `items` as its body and `next_cursor` in its Link header."""
+
     items: list[ExecutionItem]
     next_cursor: str | None
     limit: int
@@ -100,7 +104,7 @@ def encode_cursor(run_id: str, created: dt.datetime) -> str:
 def decode_cursor(cursor: str) -> tuple[str, dt.datetime]:
     match = _CURSOR.fullmatch(cursor)
     if not match:
-        raise CursorError("cursor: malformed; pass the next_cursor value of the previous page unchanged")
+        raise CursorError("cursor: malformed; follow the previous page's Link header (rel=\"next\") unchanged")
     return match["run_id"], _EPOCH + int(match["created"]) * _MICROSECOND
 
 

@@ -32,7 +32,7 @@ class _Entry:
 
 
 class ResponseCache:
-    """Bytes per key for `ttl` seconds, at most `max_entries` keys (least recently used evicted)."""
+    """A page (bytes, or bytes with headers: deps.CachedPage) per key for `ttl` seconds, at most `max_entries` keys (least recently used evicted)."""
 
     def __init__(self, ttl: float, max_entries: int = 256, clock: Callable[[], float] = time.monotonic) -> None:
         if max_entries < 1:

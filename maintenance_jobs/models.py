@@ -26,6 +26,9 @@ from maintenance_jobs.schedule import CronFields
 
 # fullmatch, never match with `$`: `$` also matches before a trailing newline ("x\n" would pass).
 _TASK_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_TASK_NAME_CHARS - 1}}}")
+# The same rule for the OpenAPI document (JSON Schema patterns search, hence the anchors); the validator below
+# checks it (with its own message).
+TASK_NAME_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_TASK_NAME_CHARS - 1}}}$"
 PRIORITY_BANDS = "1-5 emergency, 10-30 user, 40-70 maintenance, 71-100 low"
 STATUSES = ("success", "failed", "timeout", "canceled")
 
@@ -44,7 +47,7 @@ class TaskSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_name: str
+    task_name: str = Field(json_schema_extra={"pattern": TASK_NAME_PATTERN, "maxLength": MAX_TASK_NAME_CHARS})
     service: str = Field(min_length=1, max_length=MAX_SERVICE_CHARS)
     executor: str = Field(min_length=1, max_length=MAX_EXECUTOR_CHARS)
     priority: int = Field(default=50, ge=1, le=100, description=PRIORITY_BANDS)

@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Annotated, Any
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, create_model
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from control_api.deps import ApiState, api_state, registry
 from maintenance_jobs import registry as tasks_registry
-from maintenance_jobs.models import Task, TaskSpec, TaskValidationError
+from maintenance_jobs.limits import MAX_TASK_NAME_CHARS
+from maintenance_jobs.models import TASK_NAME_PATTERN, Task, TaskSpec, TaskValidationError
 from maintenance_jobs.trigger import trigger_task
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 Registry = Annotated[sa.Engine, Depends(registry)]
 State = Annotated[ApiState, Depends(api_state)]
 
+
+
+def _optional(field: FieldInfo) -> tuple[Any, FieldInfo]:
+    # Left out means unchanged; null is not a value of any field, so it is refused (422) and not documented.
+    info = copy.copy(field)
+    info.default = PydanticUndefined
+    info.default_factory = None
+    return field.annotation, FieldInfo.merge_field_infos(info, default=None)
+
+
+def _no_defaults(schema: dict[str, Any]) -> None:
+    # A left-out field keeps its value: there is no default to document (and null is not a value).
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+
+
 # Every writable field optional: a PUT changes only what it sends (the registry re-validates the merged row).
 TaskUpdate = create_model(
     "TaskUpdate",
-    __config__=ConfigDict(extra="forbid"),
-    **{name: (field.annotation | None, None) for name, field in TaskSpec.model_fields.items()},
+    __config__=ConfigDict(extra="forbid", json_schema_extra=_no_defaults),
+    **{name: _optional(field) for name, field in TaskSpec.model_fields.items()},
 )
+TaskName = Annotated[str, Path(json_schema_extra={"pattern": TASK_NAME_PATTERN, "maxLength": MAX_TASK_NAME_CHARS})]
 
 
 def reject_nul(value: Any, field: str) -> None:
@@ -56,7 +77,7 @@ def list_tasks(engine: Registry, enabled: bool | None = None, service: Annotated
 
 
 @router.get("/{task_name}", response_model=Task)
-def get_task(task_name: str, engine: Registry):
+def get_task(task_name: TaskName, engine: Registry):
     return tasks_registry.get_task(engine, task_name)
 
 
@@ -70,7 +91,7 @@ def create_task(spec: TaskSpec, engine: Registry, state: State):
 
 
 @router.put("/{task_name}", response_model=Task, summary="Change some fields of a task")
-def update_task(task_name: str, engine: Registry, changes: Annotated[TaskUpdate, Body()], state: State):
+def update_task(task_name: TaskName, engine: Registry, changes: Annotated[TaskUpdate, Body()], state: State):
     data: dict[str, Any] = changes.model_dump(exclude_unset=True)
     reject_nul(data, "")
     updated = tasks_registry.update_task(engine, task_name, data)
@@ -79,14 +100,14 @@ def update_task(task_name: str, engine: Registry, changes: Annotated[TaskUpdate,
 
 
 @router.delete("/{task_name}", response_model=Deleted)
-def delete_task(task_name: str, engine: Registry, state: State):
+def delete_task(task_name: TaskName, engine: Registry, state: State):
     tasks_registry.delete_task(engine, task_name)
     state.responses.clear()
     return Deleted(deleted=task_name)
 
 
 @router.post("/{task_name}/trigger", response_model=Triggered, summary="Queue a run of the task now")
-def trigger(task_name: str, engine: Registry, state: State):
+def trigger(task_name: TaskName, engine: Registry, state: State):
     task = tasks_registry.get_task(engine, task_name)
     run_id = trigger_task(state.webserver, task, triggered_by="manual")
     state.responses.clear()  # the new run must be in this client's next /executions page

@@ -36,8 +36,10 @@ class ThreadedServer(uvicorn.Server):
         pass
 
 
-def serve(app, port: int) -> tuple[ThreadedServer, threading.Thread]:
-    server = ThreadedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+def serve(app, port: int, **config: object) -> tuple[ThreadedServer, threading.Thread]:
+    """`config`: more uvicorn.Config arguments (e.g. log_config, log_level; default: warnings only)."""
+    config.setdefault("log_level", "warning")
+    server = ThreadedServer(uvicorn.Config(app, host="127.0.0.1", port=port, **config))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15

@@ -15,6 +15,7 @@ from control_api.config import (
     ApiSettings,
     api_key_from_env,
     public_paths_from_env,
+    read_key_file,
     settings_from_env,
 )
 from control_api.executions import CursorError, decode_cursor, encode_cursor, execution_status
@@ -130,13 +131,39 @@ def test_key_sources(monkeypatch, tmp_path) -> None:
     assert api_key_from_env() == "from-env-123456"
     key_file = tmp_path / "key"
     key_file.write_text("  from-file-123456\n")
+    key_file.chmod(0o600)
     monkeypatch.setenv("SCHEDULER_API_KEY_FILE", str(key_file))
     assert api_key_from_env() == "from-file-123456"
     with pytest.raises(ApiConfigError, match="empty"):
         (tmp_path / "empty").write_text("\n")
+        (tmp_path / "empty").chmod(0o600)
         api_key_from_env(str(tmp_path / "empty"))
     with pytest.raises(ApiConfigError, match="cannot read API key file"):
         api_key_from_env(str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o660], ids=oct)
+def test_a_key_file_others_can_read_or_write_is_refused(tmp_path, mode: int) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("from-file-123456\n")
+    key_file.chmod(mode)
+    with pytest.raises(ApiConfigError, match=r"accessible to group or others.*chmod 600") as raised:
+        read_key_file(key_file)
+    assert str(key_file) in str(raised.value)
+    assert "from-file-123456" not in str(raised.value)
+    key_file.chmod(0o400)
+    assert read_key_file(key_file) == "from-file-123456"
+
+
+@pytest.mark.parametrize("key", [" from-env-123456", "from-env-123456\n", "from-env-123456 ", "\tfrom-env-123456"])
+def test_a_key_with_surrounding_whitespace_is_refused(monkeypatch, key: str) -> None:
+    monkeypatch.setenv("MAINTENANCE_DATABASE_URL", "postgresql+psycopg2://localhost/none")
+    monkeypatch.setenv("SCHEDULER_API_KEY", key)
+    monkeypatch.delenv("SCHEDULER_API_KEY_FILE", raising=False)
+    with pytest.raises(ApiConfigError, match="SCHEDULER_API_KEY has leading or trailing whitespace"):
+        settings_from_env()
+    monkeypatch.setenv("SCHEDULER_API_KEY", key.strip())
+    assert settings_from_env().api_key == "from-env-123456"
 
 
 def test_public_paths_are_configurable(monkeypatch) -> None:

@@ -27,15 +27,24 @@ def maintenance_run(instance: dg.DagsterInstance, task: str = "nightly", service
 
 
 def page_through(api: RunningApi, limit: int, **params) -> list[list[str]]:
-    pages, cursor = [], None
+    """Follows the `Link: <...>; rel="next"` headers, as the old scheduler's clients page."""
+    pages = []
     with api.client() as client:
+        response = client.get("/executions", params={"limit": limit, **params})
         while True:
-            query = {"limit": limit, **params, **({"cursor": cursor} if cursor else {})}
-            body = client.get("/executions", params=query).json()
-            pages.append([item["run_id"] for item in body["items"]])
-            cursor = body["next_cursor"]
-            if cursor is None:
+            assert response.status_code == 200, response.text
+            pages.append([item["run_id"] for item in response.json()])
+            if "next" not in response.links:
+                assert "Link" not in response.headers
                 return pages
+            response = client.get(response.links["next"]["url"])
+
+
+def next_cursor(response: httpx.Response) -> str | None:
+    """The cursor of the next page's link (None on the last page)."""
+    if "next" not in response.links:
+        return None
+    return dict(httpx.URL(response.links["next"]["url"]).params)["cursor"]
 
 
 def test_45_runs_page_as_20_20_5_newest_first(api: RunningApi) -> None:
@@ -45,23 +54,42 @@ def test_45_runs_page_as_20_20_5_newest_first(api: RunningApi) -> None:
     assert [len(p) for p in pages] == [20, 20, 5]
     flat = [run_id for page in pages for run_id in page]
     assert len(set(flat)) == 45 and flat == list(reversed(created))
-    default = api.client().get("/executions").json()
-    assert len(default["items"]) == 20 and default["limit"] == 20
+    default = api.client().get("/executions")
+    assert len(default.json()) == 20 and next_cursor(default)
 
 
 def test_cursor_stays_valid_when_its_run_is_deleted(api: RunningApi) -> None:
     created = [maintenance_run(api.instance) for _ in range(12)]
     newest_first = list(reversed(created))
     with api.client() as client:
-        first = client.get("/executions", params={"limit": 5}).json()
-        assert [i["run_id"] for i in first["items"]] == newest_first[:5]
-        api.instance.delete_run(first["items"][-1]["run_id"])  # e.g. the retention job removed it
-        second = client.get("/executions", params={"limit": 5, "cursor": first["next_cursor"]}).json()
-        assert [i["run_id"] for i in second["items"]] == newest_first[5:10]
-        third = client.get("/executions", params={"limit": 5, "cursor": second["next_cursor"]}).json()
-        assert [i["run_id"] for i in third["items"]] == newest_first[10:] and third["next_cursor"] is None
+        first = client.get("/executions", params={"limit": 5})
+        assert [i["run_id"] for i in first.json()] == newest_first[:5]
+        api.instance.delete_run(first.json()[-1]["run_id"])  # e.g. the retention job removed it
+        second = client.get("/executions", params={"limit": 5, "cursor": next_cursor(first)})
+        assert [i["run_id"] for i in second.json()] == newest_first[5:10]
+        third = client.get("/executions", params={"limit": 5, "cursor": next_cursor(second)})
+        assert [i["run_id"] for i in third.json()] == newest_first[10:] and next_cursor(third) is None
         bad = client.get("/executions", params={"cursor": "not a cursor"})
         assert bad.status_code == 400 and bad.json()["field"] == "cursor"
+
+
+def test_the_next_link_keeps_the_filters_and_limit(api: RunningApi) -> None:
+    wanted = [maintenance_run(api.instance, "backup", "infra", S.SUCCESS) for _ in range(3)]
+    maintenance_run(api.instance, "backup", "docs", S.SUCCESS)
+    maintenance_run(api.instance, "backup", "infra", S.FAILURE)
+    pages = page_through(api, 2, task_name="backup", service="infra", status="success")
+    assert pages == [wanted[::-1][:2], wanted[::-1][2:]]
+    with api.client() as client:
+        first = client.get("/executions", params={"task_name": "backup", "service": "infra", "status": "success",
+                                                  "limit": 2})
+    link = first.headers["Link"]
+    assert link.startswith("</executions?") and link.endswith('>; rel="next"')
+    params = dict(httpx.URL(first.links["next"]["url"]).params)
+    assert params == {"task_name": "backup", "service": "infra", "status": "success", "limit": "2",
+                      "cursor": next_cursor(first)}
+    ok = api.client().get("/openapi.json").json()["paths"]["/executions"]["get"]["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"]["type"] == "array"
+    assert "Link" in ok["headers"]
 
 
 def test_filters_by_task_service_and_status(api: RunningApi) -> None:
@@ -76,7 +104,7 @@ def test_filters_by_task_service_and_status(api: RunningApi) -> None:
                                                                     "maintenance/output": "synced 3 files"})
 
     def ids(**params) -> list[str]:
-        return [i["run_id"] for i in api.client().get("/executions", params=params).json()["items"]]
+        return [i["run_id"] for i in api.client().get("/executions", params=params).json()]
 
     assert ids(task_name="backup") == [canceled, timed_out, failed, ok]
     assert ids(service="docs") == [retry, started, queued]
@@ -88,7 +116,7 @@ def test_filters_by_task_service_and_status(api: RunningApi) -> None:
     assert ids(status="canceled") == [canceled]
     assert ids(status="success", service="infra") == [ok]
     assert ids(task_name="nothing") == []
-    items = {i["run_id"]: i for i in api.client().get("/executions").json()["items"]}
+    items = {i["run_id"]: i for i in api.client().get("/executions").json()}
     assert items[failed]["error"] == "disk full" and items[failed]["status"] == "failed"
     assert items[retry]["retry_count"] == 2 and items[retry]["output"] == "synced 3 files"
     assert items[timed_out]["status"] == "timeout" and items[timed_out]["dagster_status"] == "CANCELED"
@@ -96,7 +124,7 @@ def test_filters_by_task_service_and_status(api: RunningApi) -> None:
         assert client.get("/executions", params={"status": "exploded"}).status_code == 422
         assert client.get("/executions", params={"limit": 101}).status_code == 422
         assert client.get("/executions", params={"limit": 0}).status_code == 422
-        assert len(client.get("/executions", params={"limit": 100}).json()["items"]) == 7
+        assert len(client.get("/executions", params={"limit": 100}).json()) == 7
 
 
 def test_a_real_run_reports_times_output_and_duration(api: RunningApi) -> None:
@@ -107,7 +135,7 @@ def test_a_real_run_reports_times_output_and_duration(api: RunningApi) -> None:
         instance=api.instance,
         tags={"maintenance/task": "pinger", "maintenance/service": "scheduler", "maintenance/triggered_by": "manual"},
     )
-    item = api.client().get("/executions", params={"task_name": "pinger"}).json()["items"][0]
+    item = api.client().get("/executions", params={"task_name": "pinger"}).json()[0]
     assert item["run_id"] == result.run_id and item["status"] == "success"
     assert item["started_at"] and item["completed_at"] and item["duration_seconds"] >= 0.2
     assert item["output"] and "ping" in item["output"]
@@ -161,15 +189,23 @@ def test_cached_pages_stay_until_a_write_through_the_api(api_settings, pg_instan
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {API_KEY}"},
                           timeout=30) as client:
             first = maintenance_run(pg_instance, task="pinger")
-            assert [i["run_id"] for i in client.get("/executions").json()["items"]] == [first]
+            assert [i["run_id"] for i in client.get("/executions").json()] == [first]
             enabled_before = client.get("/stats").json()["tasks_enabled"]
             maintenance_run(pg_instance, task="pinger")  # written behind the API's back: not seen for 600 s
-            assert [i["run_id"] for i in client.get("/executions").json()["items"]] == [first]
+            assert [i["run_id"] for i in client.get("/executions").json()] == [first]
             assert client.post("/tasks", json=task_body("pinger")).status_code == 201
             assert client.get("/stats").json()["tasks_enabled"] == enabled_before + 1
             triggered = client.post("/tasks/pinger/trigger").json()["run_id"]
-            ids = [i["run_id"] for i in client.get("/executions").json()["items"]]
+            ids = [i["run_id"] for i in client.get("/executions").json()]
             assert ids[0] == triggered and ids[-1] == first and len(ids) == 3
+            # The Link header is cached with its page: a cache hit answers the same body and the same link.
+            hits = app.state.api.responses.hits
+            pages = [client.get("/executions", params={"limit": 2}) for _ in range(2)]
+            assert app.state.api.responses.hits > hits
+            assert pages[0].content == pages[1].content and len(pages[0].json()) == 2
+            assert pages[0].headers["Link"] == pages[1].headers["Link"]
+            assert pages[0].links["next"]["url"].startswith("/executions?limit=2&cursor=")
+            assert "Link" not in client.get("/executions", params={"limit": 3}).headers
             cache = app.state.api.responses
             assert cache.hits >= 1 and cache.misses >= 3
     finally:

@@ -86,7 +86,7 @@ def test_trigger_launches_a_real_run_that_appears_in_executions(api: RunningApi)
         assert run.status == dg.DagsterRunStatus.QUEUED  # submitted to the queue (limit of 5 applies)
         assert run.tags["maintenance/triggered_by"] == "manual" and run.tags["orchestration/kind"] == "maintenance"
         assert run.run_config == {"ops": {"run_example_executor": {"config": {"message": "hi", "delay_seconds": 0}}}}
-        items = client.get("/executions", params={"task_name": "pinger"}).json()["items"]
+        items = client.get("/executions", params={"task_name": "pinger"}).json()
         assert [i["run_id"] for i in items] == [run_id]
         item = items[0]
         assert (item["status"], item["service"], item["priority"], item["triggered_by"]) == (

@@ -120,7 +120,7 @@ def test_rest_task_due_next_minute_runs_through_the_dispatcher(stack) -> None:
 
     def finished():
         items = httpx.get(f"{stack.api_url}/executions", params={"task_name": "live_test_task"}, headers=headers,
-                          timeout=30).json()["items"]
+                          timeout=30).json()
         return [i for i in items if i["status"] in ("success", "failed")]
 
     [execution, *_] = wait_for("the dispatcher to run the task", finished, 240, interval=5)

@@ -199,7 +199,7 @@ def example_task(name: str, message: str, **fields) -> dict:
 def wait_for_execution(stack: ComposeStack, task_name: str, timeout: float = 240) -> dict:
     def done():
         with stack.api() as client:
-            items = client.get("/executions", params={"task_name": task_name}).json()["items"]
+            items = client.get("/executions", params={"task_name": task_name}).json()
         return [i for i in items if i["status"] in ("success", "failed", "timeout", "canceled")]
 
     return wait_for(f"an execution of {task_name} to finish", done, timeout, 2)[0]
