@@ -102,7 +102,7 @@ WITH due AS (
 )
 UPDATE race_checkpoints AS l
 SET state = 'requested', attempt = due.attempt + 1, previous_run_id = due.run_id, run_id = NULL,
-    next_attempt_at = NULL, requested_at = :now, updated_at = now()
+    next_attempt_at = NULL, relaunches = 0, run_key = NULL, requested_at = :now, updated_at = now()
 FROM due
 WHERE l.race_id = due.race_id AND l.checkpoint = due.checkpoint AND l.state = 'waiting_final'
   AND l.attempt = due.attempt
@@ -118,24 +118,48 @@ def claim_due_attempts(conn: sa.Connection, checkpoint: str, now: dt.datetime, l
 
 
 _RECLAIM_UNLAUNCHED = sa.text("""
-UPDATE race_checkpoints
+UPDATE race_checkpoints AS l
 SET requested_at = :now, updated_at = now()
-WHERE checkpoint = :checkpoint AND state IN ('requested', 'requested_late') AND run_id IS NULL
-  AND requested_at <= :stale_before AND requested_at > :oldest
-RETURNING race_id, attempt, previous_run_id, scheduled_for, state
+FROM races AS r
+WHERE l.checkpoint = :checkpoint AND l.state IN ('requested', 'requested_late') AND l.run_id IS NULL
+  AND l.requested_at <= :stale_before AND r.race_id = l.race_id
+RETURNING l.race_id, l.attempt, l.previous_run_id, l.scheduled_for, l.state, l.relaunches, l.run_key,
+          r.start_time, r.status
 """)
 
 
-def reclaim_unlaunched(conn: sa.Connection, checkpoint: str, now: dt.datetime, *, stale_after: dt.timedelta,
-                       give_up_after: dt.timedelta) -> list[sa.Row]:
-    """Requested rows no run has picked up for `stale_after` (the daemon may have crashed between claim and launch).
+def reclaim_unlaunched(conn: sa.Connection, checkpoint: str, now: dt.datetime, *, stale_after: dt.timedelta) -> list[sa.Row]:
+    """Requested rows no run has taken for `stale_after`: the daemon crashed between claim and launch, or the run
+    failed / was canceled before it reached the ledger (e.g. the database was down).
 
-    Their `requested_at` moves to `now` so each is looked at again only after another `stale_after`; rows older than
-    `give_up_after` stay as they are (visible in the ledger) rather than taking a checkpoint hours late.
+    Their `requested_at` moves to `now` so each is looked at again only after another `stale_after`; the caller
+    decides per row (with the race's start time and status, returned too) whether to request it again or end it.
     """
     require_aware(now, "now")
-    params = {"checkpoint": checkpoint, "now": now, "stale_before": now - stale_after, "oldest": now - give_up_after}
+    params = {"checkpoint": checkpoint, "now": now, "stale_before": now - stale_after}
     return sorted(conn.execute(_RECLAIM_UNLAUNCHED, params), key=lambda r: (r.scheduled_for, r.race_id))
+
+
+def record_relaunch(conn: sa.Connection, race_id: str, checkpoint: str, *, run_key: str, note: str) -> bool:
+    """A requested row is requested again under `run_key`: count it, so the re-requests stay bounded."""
+    stmt = (
+        sa.update(_ledger)
+        .where(_ledger.c.race_id == race_id, _ledger.c.checkpoint == checkpoint,
+               _ledger.c.state.in_(REQUESTED_STATES), _ledger.c.run_id.is_(None))
+        .values(relaunches=_ledger.c.relaunches + 1, run_key=run_key, note=note, updated_at=sa.func.now())
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
+def give_up_checkpoint(conn: sa.Connection, race_id: str, checkpoint: str, *, state: str, note: str) -> bool:
+    """A requested row no run took and that is not requested again ends `state` (failed / skipped) with the reason."""
+    stmt = (
+        sa.update(_ledger)
+        .where(_ledger.c.race_id == race_id, _ledger.c.checkpoint == checkpoint,
+               _ledger.c.state.in_(REQUESTED_STATES), _ledger.c.run_id.is_(None))
+        .values(state=state, note=note, updated_at=sa.func.now())
+    )
+    return conn.execute(stmt).rowcount == 1
 
 
 def next_attempt_due(conn: sa.Connection, checkpoint: str) -> dt.datetime | None:
