@@ -43,8 +43,8 @@ MAX_PER_TICK = 200
 # it; otherwise the row ends failed (or skipped) with the reason.
 LAUNCH_GAP = dt.timedelta(minutes=2)
 
-# The status name of the newest Dagster run carrying a run key, None when there is none.
-RunStatusLookup = Callable[[str], "str | None"]
+# The status name of the run `run_id` if given, else of the newest Dagster run carrying the key; None when none.
+RunStatusLookup = Callable[[str, "str | None"], "str | None"]
 
 _races, _ledger = schema.races, schema.race_checkpoints
 
@@ -116,20 +116,23 @@ def plan_tick(conn: sa.Connection, spec: CheckpointSpec, now: dt.datetime, lookb
     for row in reclaim_unlaunched(conn, spec.name, now, stale_after=LAUNCH_GAP):
         first_key = run_key(row.race_id, spec, row.attempt)
         key = row.run_key or first_key
-        status = run_status(key) if run_status is not None else None
-        relaunch = decide_relaunch(spec, row.start_time, row.status, now, run_status=status, relaunches=row.relaunches)
+        status = run_status(key, row.run_id) if run_status is not None else None
+        relaunch = decide_relaunch(spec, row.start_time, row.status, now, run_status=status, relaunches=row.relaunches,
+                                   launched=row.run_id is not None)
         if relaunch.action == Relaunch.WAIT:
             continue
         action = Action.REQUEST_LATE if row.state == "requested_late" else Action.REQUEST
+        state = "requested_late" if row.state == "requested_late" else "requested"
         if relaunch.action == Relaunch.GIVE_UP:
-            give_up_checkpoint(conn, row.race_id, spec.name, state=relaunch.ledger_state, note=f"{key}: {relaunch.reason}")
+            give_up_checkpoint(conn, row.race_id, spec.name, state=relaunch.ledger_state, note=f"{key}: {relaunch.reason}",
+                               run_id=row.run_id)
             decision = Decision(Action.SKIP, now - row.scheduled_for, f"{key}: {relaunch.reason}")
             plan.failed.append(DueCheckpoint(row.race_id, "", row.scheduled_for, decision, row.attempt, run_key=key))
             continue
         if relaunch.action == Relaunch.NEW_KEY:
             key = retry_key(first_key, row.relaunches + 1)
         note = f"{relaunch.reason} as {key}"
-        record_relaunch(conn, row.race_id, spec.name, run_key=key, note=note)
+        record_relaunch(conn, row.race_id, spec.name, run_key=key, note=note, now=now, run_id=row.run_id, state=state)
         decision = Decision(action, now - row.scheduled_for, note)
         plan.requests.append(DueCheckpoint(row.race_id, "", row.scheduled_for, decision, row.attempt,
                                            row.previous_run_id, relaunch=True, run_key=key))

@@ -8,7 +8,7 @@ Exactly once per race and checkpoint, across daemon restarts and run deletion: a
 `race_checkpoints` ledger (INSERT ... ON CONFLICT DO NOTHING) in the same transaction that decides it, and only a won
 claim becomes a RunRequest; the run_key `race:checkpoint` is a second guard while the run still exists.
 
-Never stuck `requested`: a claimed row no run has taken after LAUNCH_GAP is requested again under the same key if no
+Never stuck `requested` or `running`: a claimed row no run has taken (or whose run died) after LAUNCH_GAP is requested again under the same key if no
 run carries it, or under `race:checkpoint:retry<n>` if its run failed or was canceled (Dagster's run-key dedupe blocks
 a key once any run has it, failed ones included), at most MAX_RELAUNCHES times and only while the checkpoint is still
 worth taking; otherwise the ledger row ends `failed` (or `skipped`) with the reason.
@@ -80,8 +80,12 @@ def run_request(spec: CheckpointSpec, due: DueCheckpoint) -> dg.RunRequest:
                          run_config=checkpoint_run_config(due.race_id, spec.name, scheduled, due.attempt), tags=tags)
 
 
-def newest_run_status(instance: dg.DagsterInstance, key: str) -> str | None:
-    """The status name of the newest run carrying `key` (a run retry copies it), None when there is none."""
+def newest_run_status(instance: dg.DagsterInstance, key: str, run_id: str | None = None) -> str | None:
+    """The status name of run `run_id` if given (the ledger's), else of the newest run carrying `key` (a run retry
+    copies it); None when there is none."""
+    if run_id is not None:
+        run = instance.get_run_by_id(run_id)
+        return run.status.value if run else None
     runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1)
     return runs[0].status.value if runs else None
 
@@ -106,7 +110,7 @@ def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
 def evaluate(spec: CheckpointSpec, context: dg.SensorEvaluationContext, race_db: RaceDatabase) -> dg.SensorResult | dg.SkipReason:
     now = sensor_now()
     with sensor_engine(race_db).begin() as conn:
-        plan = plan_tick(conn, spec, now, run_status=lambda key: newest_run_status(context.instance, key))
+        plan = plan_tick(conn, spec, now, run_status=lambda key, run_id: newest_run_status(context.instance, key, run_id))
     for due in plan.skipped:
         context.log.warning(f"{spec.label} of race {due.race_id} skipped: {due.decision.reason}")
     for due in plan.failed:

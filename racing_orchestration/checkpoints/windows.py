@@ -146,20 +146,22 @@ def decide_relaunch(
     *,
     run_status: str | None,
     relaunches: int,
+    launched: bool = False,
     max_relaunches: int = MAX_RELAUNCHES,
     grace: dt.timedelta = GRACE,
     post_late_limit: dt.timedelta = POST_LATE_LIMIT,
 ) -> RelaunchDecision:
     """A claimed checkpoint still `requested` (no run took it): what to do, given the newest run under its key.
 
-    `run_status` is that run's Dagster status name, None when no run carries the key. It is requested again while
+    `run_status` is that run's Dagster status name, None when no run carries the key (`launched`: the ledger names a
+    run that is gone). It is requested again while
     `decide` would still take it (pre-race: before the start; post-race: within the late limit), at most
     `max_relaunches` times; otherwise it ends with the reason.
     """
     if run_status in RUN_IN_PROGRESS:
         return RelaunchDecision(Relaunch.WAIT)
     if run_status is None:
-        what = "no run picked up the request"
+        what = "its run vanished" if launched else "no run picked up the request"
     elif run_status == "SUCCESS":
         what = "its run succeeded without recording the checkpoint"
     else:
@@ -172,7 +174,7 @@ def decide_relaunch(
         return RelaunchDecision(Relaunch.GIVE_UP, f"{what}; not requested again", "failed")
     if relaunches >= max_relaunches:
         return RelaunchDecision(Relaunch.GIVE_UP, f"{what}; gave up after {relaunches} re-requests", "failed")
-    action = Relaunch.SAME_KEY if run_status is None else Relaunch.NEW_KEY
+    action = Relaunch.SAME_KEY if run_status is None and not launched else Relaunch.NEW_KEY
     return RelaunchDecision(action, f"{what}; requested again ({relaunches + 1}/{max_relaunches})")
 
 

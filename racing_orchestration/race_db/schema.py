@@ -167,6 +167,7 @@ race_checkpoints = sa.Table(
     # Re-requests of this attempt after its run failed / was canceled / never came (bounded), and the latest run key.
     sa.Column("relaunches", sa.Integer, nullable=False, server_default="0"),
     sa.Column("run_key", sa.Text),
+    sa.Column("checked_at", _tz()),  # when the sensor last looked whether a run took the row
     sa.Index(None, "state", "next_attempt_at"),
 )
 

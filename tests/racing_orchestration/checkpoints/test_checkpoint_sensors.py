@@ -270,13 +270,13 @@ def test_a_claimed_checkpoint_no_run_picked_up_is_requested_again(pg_instance, r
     assert [r.run_key for r in again] == [first[0].run_key]
     assert again[0].run_config == first[0].run_config
     # This time the run exists (launched, still queued): no third request, even after another gap.
-    pg_instance.create_run_for_job(job_def=sensors.CHECKPOINT_JOBS["t15"], run_config=again[0].run_config,
-                                   tags={**again[0].tags, RUN_KEY_TAG: again[0].run_key})
+    run = pg_instance.create_run_for_job(job_def=sensors.CHECKPOINT_JOBS["t15"], run_config=again[0].run_config,
+                                         tags={**again[0].tags, RUN_KEY_TAG: again[0].run_key})
     clock.advance(seconds=130)
     assert not _requests(_tick(sensor, pg_instance, race_db))
-    # A run that started marks the ledger with its run id: never requested again.
+    # A run that started marks the ledger with its run id: not requested again while that run lives.
     with race_db.begin() as conn:
-        update_checkpoint(conn, race.race_id, "t15", state="running", run_id="run-1")
+        update_checkpoint(conn, race.race_id, "t15", state="running", run_id=run.run_id)
     clock.advance(seconds=130)
     assert not _requests(_tick(sensor, pg_instance, race_db))
 
@@ -378,3 +378,37 @@ def test_a_queued_run_is_left_alone_and_a_never_launched_request_keeps_its_key(p
     assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)
     row = _ledger_row(race_db, race.race_id, "t15")
     assert row.state == "requested" and row.relaunches == 1
+
+
+@pytest.mark.integration
+def test_a_checkpoint_whose_run_died_after_marking_it_running_is_requested_again(pg_instance, race_db, monkeypatch) -> None:
+    """The database went away mid-run: the run marked the ledger `running`, then failed without recording the end."""
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
+    sensor = sensors.CHECKPOINT_SENSORS["t15"]
+    clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+    [first] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    run = _launch(pg_instance, first, dg.DagsterRunStatus.STARTED)
+    with race_db.begin() as conn:
+        update_checkpoint(conn, race.race_id, "t15", state="running", run_id=run.run_id)
+    clock.advance(seconds=125)
+    assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)  # still running: left alone
+    pg_instance.report_run_failed(run, "code location lost its database")
+    clock.advance(seconds=125)
+    [again] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    assert again.run_key == f"{first.run_key}:retry1"
+    row = _ledger_row(race_db, race.race_id, "t15")
+    assert (row.state, row.run_id, row.relaunches) == ("requested", None, 1)
+    assert "FAILURE" in row.note
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("minutes_after_due", "relaunches", "action", "says"), [
+    (3, 0, Relaunch.NEW_KEY, "its run vanished; requested again (1/3)"),  # its key may be taken: a new one
+    (3, 3, Relaunch.GIVE_UP, "its run vanished; gave up after 3 re-requests"),
+    (16, 0, Relaunch.GIVE_UP, "its run vanished; not requested again: missed by"),
+])
+def test_decide_relaunch_of_a_row_whose_run_is_gone(minutes_after_due, relaunches, action, says) -> None:
+    now = START + T15.offset + dt.timedelta(minutes=minutes_after_due)
+    decision = decide_relaunch(T15, START, "Open", now, run_status=None, relaunches=relaunches, launched=True)
+    assert decision.action == action and says in decision.reason

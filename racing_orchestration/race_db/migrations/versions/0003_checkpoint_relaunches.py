@@ -2,7 +2,8 @@
 
 A run that fails before it takes its checkpoint (e.g. the code location cannot reach Postgres) leaves the row
 `requested`; Dagster's run-key dedupe then blocks that key for good, so the sensor requests it again under
-`<key>:retry<n>`, at most a few times, and records each re-request here.
+`<key>:retry<n>`, at most a few times, and records each re-request here. The same holds for a row left `running`
+by a run that died; `checked_at` is when the sensor last looked at such a row (requested_at stays the request time).
 
 Revision ID: 0003
 Revises: 0002
@@ -23,8 +24,10 @@ depends_on = None
 def upgrade() -> None:
     op.add_column('race_checkpoints', sa.Column('relaunches', sa.Integer(), server_default='0', nullable=False))
     op.add_column('race_checkpoints', sa.Column('run_key', sa.Text(), nullable=True))
+    op.add_column('race_checkpoints', sa.Column('checked_at', sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column('race_checkpoints', 'checked_at')
     op.drop_column('race_checkpoints', 'run_key')
     op.drop_column('race_checkpoints', 'relaunches')
