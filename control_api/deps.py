@@ -16,6 +16,7 @@ from fastapi.responses import Response
 
 from control_api.config import ApiSettings
 from control_api.response_cache import ResponseCache
+from control_api.status import HealthProbes
 from maintenance_jobs.seed import prepare_registry
 from orchestration_core.dagster_webserver import DagsterWebserverClient
 from orchestration_core.postgres import create_engine
@@ -30,6 +31,7 @@ class ApiState:
         self._instance: dg.DagsterInstance | None = None
         self._registry_prepared = False
         self.responses = ResponseCache(settings.cache_seconds)
+        self.health_probes = HealthProbes()  # /health's time-bounded database probes (one in flight per store)
 
     @cached_property
     def registry(self) -> sa.Engine:

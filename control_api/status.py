@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 
 import dagster as dg
 import sqlalchemy as sa
@@ -130,21 +132,68 @@ def stats(instance: dg.DagsterInstance, registry: sa.Engine, max_heartbeat_age: 
     )
 
 
-def health(instance: dg.DagsterInstance, registry: sa.Engine, max_heartbeat_age: float) -> Health:
-    """Never raises: each unreachable store is reported (by error class only: messages may hold URLs)."""
-    registry_state = dagster_state = "ok"
+# /health answers within ~1 s whatever the databases do: each probe runs in its own thread and is reported
+# "timed out" once this deadline passes (a host that accepts and never answers would otherwise hold the request for
+# the connect timeout, and Dagster's storage retries a refused connection for seconds).
+PROBE_DEADLINE_SECONDS = 0.8
+
+
+class HealthProbes:
+    """Single-flight probes on daemon threads: a probe still hanging from an earlier request is waited on again
+    rather than started twice, so a dead database costs at most one thread per store, never one per request."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[str, Future] = {}
+
+    def start(self, name: str, probe: Callable[[], object]) -> Future:
+        with self._lock:
+            future = self._running.get(name)
+            if future is None or future.done():
+                future = Future()
+                self._running[name] = future
+                threading.Thread(target=self._run, args=(future, probe), name=f"health-{name}", daemon=True).start()
+            return future
+
+    @staticmethod
+    def _run(future: Future, probe: Callable[[], object]) -> None:
+        try:
+            future.set_result(probe())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+
+def _outcome(future: Future, deadline: float, what: str) -> tuple[str, object]:
+    """("ok", result), ("unreachable (Error)", None) or ("timed out after 0.8 s", None)."""
     try:
-        with registry.connect() as conn:
-            conn.execute(sa.text("SELECT 1"))
+        return "ok", future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        log.warning("health: %s did not answer within %.1f s", what, PROBE_DEADLINE_SECONDS)
+        return f"timed out after {PROBE_DEADLINE_SECONDS:.1f} s", None
     except Exception as exc:
-        log.warning("health: registry database unreachable: %s", exc)
-        registry_state = f"unreachable ({type(exc).__name__})"
-    ages: dict[str, float] = {}
-    try:
-        ages = heartbeat_ages(instance.get_daemon_heartbeats(), time.time())
-    except Exception as exc:
-        log.warning("health: Dagster storage unreachable: %s", exc)
-        dagster_state = f"unreachable ({type(exc).__name__})"
+        log.warning("health: %s unreachable: %s", what, exc)
+        return f"unreachable ({type(exc).__name__})", None
+
+
+def _ping(registry: sa.Engine) -> None:
+    with registry.connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+
+
+def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], registry: sa.Engine,
+           max_heartbeat_age: float, *, probes: HealthProbes | None = None,
+           deadline_seconds: float = PROBE_DEADLINE_SECONDS) -> Health:
+    """Never raises and returns within `deadline_seconds` (plus scheduling): each store that does not answer in
+    time or fails is reported (by error class only: messages may hold URLs). `instance` may be a factory (opening
+    the instance is itself a database round trip)."""
+    probes = probes or HealthProbes()
+    open_instance = (lambda: instance) if isinstance(instance, dg.DagsterInstance) else instance
+    deadline = time.monotonic() + deadline_seconds
+    registry_probe = probes.start("registry", lambda: _ping(registry))
+    dagster_probe = probes.start("dagster", lambda: open_instance().get_daemon_heartbeats())
+    registry_state, _ = _outcome(registry_probe, deadline, "registry database")
+    dagster_state, heartbeats = _outcome(dagster_probe, deadline, "Dagster storage")
+    ages = heartbeat_ages(heartbeats, time.time()) if dagster_state == "ok" else {}
     running = scheduler_running(ages, max_heartbeat_age)
     if registry_state != "ok" or dagster_state != "ok":
         status = "unavailable"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import dagster as dg
@@ -13,7 +12,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from control_api import schedulers, status
 from control_api.deps import ApiState, api_state, instance
 
-log = logging.getLogger("control_api")
 router = APIRouter(tags=["status"])
 State = Annotated[ApiState, Depends(api_state)]
 
@@ -27,15 +25,9 @@ async def stats(state: State):
 @router.get("/health", response_model=status.Health,
             responses={503: {"model": status.Health, "description": "a database is unreachable"}})
 def health(state: State):
-    try:
-        dagster = state.instance
-    except Exception as exc:  # the instance itself could not be opened (storage down at start)
-        log.warning("health: cannot open the Dagster instance: %s", exc)
-        body = status.Health(status="unavailable", registry_database="unknown",
-                             dagster_storage=f"unreachable ({type(exc).__name__})",
-                             scheduler_running=False, daemon_heartbeat_age_seconds={})
-        return JSONResponse(body.model_dump(), status_code=503)
-    result = status.health(dagster, state.registry, state.settings.heartbeat_max_age_seconds)
+    # Opening the instance is part of the Dagster probe: with its storage down that alone can hang or retry.
+    result = status.health(lambda: state.instance, state.registry, state.settings.heartbeat_max_age_seconds,
+                           probes=state.health_probes)
     return JSONResponse(result.model_dump(), status_code=503 if result.status == "unavailable" else 200)
 
 

@@ -7,6 +7,7 @@ rows it claimed earlier that no run has picked up (a daemon crash between claim 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import sqlalchemy as sa
@@ -16,24 +17,34 @@ from racing_orchestration.checkpoints.windows import (
     Action,
     CheckpointSpec,
     Decision,
+    Relaunch,
     decide,
+    decide_relaunch,
     due_time,
+    retry_key,
+    run_key,
     start_window,
 )
 from racing_orchestration.race_db import schema
 from racing_orchestration.race_db.checkpoints import (
     claim_checkpoint,
     claim_due_attempts,
+    give_up_checkpoint,
     next_attempt_due,
     reclaim_unlaunched,
+    record_relaunch,
 )
 
 # Bounds one tick's work after a long outage; the rest is picked up by the next ticks.
 MAX_PER_TICK = 200
-# A claimed row that no run has picked up this long after its request is requested again (same run key, so the
-# daemon's run-key dedupe stops a second launch if the run does exist); after GIVE_UP_AFTER it is left alone.
+# A claimed row that no run has taken this long after its request is looked at again: requested again under the same
+# run key if no run carries it, under `<key>:retry<n>` if its run failed or was canceled (Dagster's run-key dedupe
+# blocks a key for good once any run has it), at most MAX_RELAUNCHES times and only while `decide` would still take
+# it; otherwise the row ends failed (or skipped) with the reason.
 LAUNCH_GAP = dt.timedelta(minutes=2)
-GIVE_UP_AFTER = dt.timedelta(hours=1)
+
+# The status name of the run `run_id` if given, else of the newest Dagster run carrying the key; None when none.
+RunStatusLookup = Callable[[str, "str | None"], "str | None"]
 
 _races, _ledger = schema.races, schema.race_checkpoints
 
@@ -46,13 +57,15 @@ class DueCheckpoint:
     decision: Decision
     attempt: int = 0  # post-race chain: 0 at T+5, then 1..3
     previous_run_id: str | None = None
-    relaunch: bool = False  # requested before; no run picked it up (ask the instance before requesting again)
+    relaunch: bool = False  # requested before; no run took it
+    run_key: str | None = None  # set on re-requests (the first request's key comes from windows.run_key)
 
 
 @dataclass
 class TickPlan:
     requests: list[DueCheckpoint] = field(default_factory=list)
     skipped: list[DueCheckpoint] = field(default_factory=list)
+    failed: list[DueCheckpoint] = field(default_factory=list)  # requested, no run took it, not requested again
     next_due: dt.datetime | None = None
     window: tuple[dt.datetime, dt.datetime] | None = None
 
@@ -76,8 +89,12 @@ def next_start_after(conn: sa.Connection, moment: dt.datetime) -> dt.datetime | 
     return conn.execute(sa.select(sa.func.min(_races.c.start_time)).where(_races.c.start_time > moment)).scalar()
 
 
-def plan_tick(conn: sa.Connection, spec: CheckpointSpec, now: dt.datetime, lookback: dt.timedelta = LOOKBACK) -> TickPlan:
+def plan_tick(conn: sa.Connection, spec: CheckpointSpec, now: dt.datetime, lookback: dt.timedelta = LOOKBACK,
+              run_status: RunStatusLookup | None = None) -> TickPlan:
     """Decide every unclaimed due checkpoint and claim it (ON CONFLICT DO NOTHING): only won claims are returned.
+
+    Claimed rows no run has taken are decided by `decide_relaunch` with `run_status` of their latest run key (no
+    lookup: treated as never launched).
 
     Run inside a transaction: claims commit together with the decision, so a crashed tick claims nothing.
     """
@@ -96,11 +113,29 @@ def plan_tick(conn: sa.Connection, spec: CheckpointSpec, now: dt.datetime, lookb
         for row in claim_due_attempts(conn, spec.name, now):
             decision = Decision(Action.REQUEST, now - row.due_at)
             plan.requests.append(DueCheckpoint(row.race_id, "", row.due_at, decision, row.attempt, row.previous_run_id))
-    for row in reclaim_unlaunched(conn, spec.name, now, stale_after=LAUNCH_GAP, give_up_after=GIVE_UP_AFTER):
+    for row in reclaim_unlaunched(conn, spec.name, now, stale_after=LAUNCH_GAP):
+        first_key = run_key(row.race_id, spec, row.attempt)
+        key = row.run_key or first_key
+        status = run_status(key, row.run_id) if run_status is not None else None
+        relaunch = decide_relaunch(spec, row.start_time, row.status, now, run_status=status, relaunches=row.relaunches,
+                                   launched=row.run_id is not None)
+        if relaunch.action == Relaunch.WAIT:
+            continue
         action = Action.REQUEST_LATE if row.state == "requested_late" else Action.REQUEST
-        decision = Decision(action, now - row.scheduled_for, "requested again: no run picked up the earlier request")
+        state = "requested_late" if row.state == "requested_late" else "requested"
+        if relaunch.action == Relaunch.GIVE_UP:
+            give_up_checkpoint(conn, row.race_id, spec.name, state=relaunch.ledger_state, note=f"{key}: {relaunch.reason}",
+                               run_id=row.run_id)
+            decision = Decision(Action.SKIP, now - row.scheduled_for, f"{key}: {relaunch.reason}")
+            plan.failed.append(DueCheckpoint(row.race_id, "", row.scheduled_for, decision, row.attempt, run_key=key))
+            continue
+        if relaunch.action == Relaunch.NEW_KEY:
+            key = retry_key(first_key, row.relaunches + 1)
+        note = f"{relaunch.reason} as {key}"
+        record_relaunch(conn, row.race_id, spec.name, run_key=key, note=note, now=now, run_id=row.run_id, state=state)
+        decision = Decision(action, now - row.scheduled_for, note)
         plan.requests.append(DueCheckpoint(row.race_id, "", row.scheduled_for, decision, row.attempt,
-                                           row.previous_run_id, relaunch=True))
+                                           row.previous_run_id, relaunch=True, run_key=key))
     _fill_meetings(conn, plan)
     if not plan.requests:
         candidates = [following for following in [next_start_after(conn, plan.window[1])] if following is not None]

@@ -7,6 +7,11 @@ live run worker.
 Exactly once per race and checkpoint, across daemon restarts and run deletion: a checkpoint is claimed in the
 `race_checkpoints` ledger (INSERT ... ON CONFLICT DO NOTHING) in the same transaction that decides it, and only a won
 claim becomes a RunRequest; the run_key `race:checkpoint` is a second guard while the run still exists.
+
+Never stuck `requested` or `running`: a claimed row no run has taken (or whose run died) after LAUNCH_GAP is requested again under the same key if no
+run carries it, or under `race:checkpoint:retry<n>` if its run failed or was canceled (Dagster's run-key dedupe blocks
+a key once any run has it, failed ones included), at most MAX_RELAUNCHES times and only while the checkpoint is still
+worth taking; otherwise the ledger row ends `failed` (or `skipped`) with the reason.
 """
 
 import datetime as dt
@@ -71,12 +76,18 @@ def run_request(spec: CheckpointSpec, due: DueCheckpoint) -> dg.RunRequest:
         tags[TAG_ATTEMPT] = str(due.attempt)
     if due.previous_run_id:
         tags[TAG_PREVIOUS_RUN_ID] = due.previous_run_id
-    return dg.RunRequest(run_key=run_key(due.race_id, spec, due.attempt),
+    return dg.RunRequest(run_key=due.run_key or run_key(due.race_id, spec, due.attempt),
                          run_config=checkpoint_run_config(due.race_id, spec.name, scheduled, due.attempt), tags=tags)
 
 
-def run_exists(instance: dg.DagsterInstance, key: str) -> bool:
-    return bool(instance.get_run_ids(filters=dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1))
+def newest_run_status(instance: dg.DagsterInstance, key: str, run_id: str | None = None) -> str | None:
+    """The status name of run `run_id` if given (the ledger's), else of the newest run carrying `key` (a run retry
+    copies it); None when there is none."""
+    if run_id is not None:
+        run = instance.get_run_by_id(run_id)
+        return run.status.value if run else None
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1)
+    return runs[0].status.value if runs else None
 
 
 def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
@@ -85,6 +96,10 @@ def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
         reasons = "; ".join(f"{d.race_id}: {d.decision.reason}" for d in plan.skipped[:5])
         more = f" (+{len(plan.skipped) - 5} more)" if len(plan.skipped) > 5 else ""
         parts.append(f"recorded {len(plan.skipped)} as skipped in the ledger: {reasons}{more}")
+    if plan.failed:
+        reasons = "; ".join(f"{d.race_id}: {d.decision.reason}" for d in plan.failed[:5])
+        more = f" (+{len(plan.failed) - 5} more)" if len(plan.failed) > 5 else ""
+        parts.append(f"recorded {len(plan.failed)} as failed in the ledger: {reasons}{more}")
     if plan.next_due is not None:
         parts.append(f"next due at {plan.next_due.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC")
     else:
@@ -95,16 +110,15 @@ def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
 def evaluate(spec: CheckpointSpec, context: dg.SensorEvaluationContext, race_db: RaceDatabase) -> dg.SensorResult | dg.SkipReason:
     now = sensor_now()
     with sensor_engine(race_db).begin() as conn:
-        plan = plan_tick(conn, spec, now)
+        plan = plan_tick(conn, spec, now, run_status=lambda key, run_id: newest_run_status(context.instance, key, run_id))
     for due in plan.skipped:
         context.log.warning(f"{spec.label} of race {due.race_id} skipped: {due.decision.reason}")
+    for due in plan.failed:
+        context.log.error(f"{spec.label} of race {due.race_id} failed: {due.decision.reason}")
     requests = []
     for due in plan.requests:
-        key = run_key(due.race_id, spec, due.attempt)
         if due.relaunch:
-            if run_exists(context.instance, key):
-                continue  # launched and waiting (e.g. queued behind the race's other run): nothing lost
-            context.log.warning(f"{spec.label} of race {due.race_id} requested again ({key}): {due.decision.reason}")
+            context.log.warning(f"{spec.label} of race {due.race_id}: {due.decision.reason}")
         elif due.decision.action == Action.REQUEST_LATE:
             context.log.warning(f"{spec.label} of race {due.race_id} taken late: {due.decision.reason}")
         elif due.attempt:

@@ -116,3 +116,68 @@ def decide(
 def run_key(race_id: str, spec: CheckpointSpec, attempt: int = 0) -> str:
     """`race:checkpoint`, and `race:post:n` for the post-race chain's follow-up attempt n."""
     return f"{race_id}:{spec.name}" if attempt == 0 else f"{race_id}:{spec.name}:{attempt}"
+
+
+# A claimed checkpoint whose run failed, was canceled or never came is requested again at most this many times.
+MAX_RELAUNCHES = 3
+# Dagster run statuses of a run that may still take its checkpoint (leave it alone).
+RUN_IN_PROGRESS = frozenset({"NOT_STARTED", "QUEUED", "STARTING", "STARTED", "MANAGED", "CANCELING"})
+
+
+class Relaunch(StrEnum):
+    WAIT = "wait"  # its run is queued or running
+    SAME_KEY = "same_key"  # no run under the key (never launched, or deleted): the key is free, request it again
+    NEW_KEY = "new_key"  # its run ended without taking it: the key is taken for good, request under the next one
+    GIVE_UP = "give_up"  # too late or too often: the ledger row ends `failed` (`skipped` if the race was abandoned)
+
+
+@dataclass(frozen=True)
+class RelaunchDecision:
+    action: Relaunch
+    reason: str = ""
+    ledger_state: str = ""  # the final state when giving up
+
+
+def decide_relaunch(
+    spec: CheckpointSpec,
+    start: dt.datetime,
+    status: str | None,
+    now: dt.datetime,
+    *,
+    run_status: str | None,
+    relaunches: int,
+    launched: bool = False,
+    max_relaunches: int = MAX_RELAUNCHES,
+    grace: dt.timedelta = GRACE,
+    post_late_limit: dt.timedelta = POST_LATE_LIMIT,
+) -> RelaunchDecision:
+    """A claimed checkpoint still `requested` (no run took it): what to do, given the newest run under its key.
+
+    `run_status` is that run's Dagster status name, None when no run carries the key (`launched`: the ledger names a
+    run that is gone). It is requested again while
+    `decide` would still take it (pre-race: before the start; post-race: within the late limit), at most
+    `max_relaunches` times; otherwise it ends with the reason.
+    """
+    if run_status in RUN_IN_PROGRESS:
+        return RelaunchDecision(Relaunch.WAIT)
+    if run_status is None:
+        what = "its run vanished" if launched else "no run picked up the request"
+    elif run_status == "SUCCESS":
+        what = "its run succeeded without recording the checkpoint"
+    else:
+        what = f"its run ended {run_status} without taking the checkpoint"
+    timing = decide(spec, start, status, now, grace=grace, post_late_limit=post_late_limit)
+    if timing.action == Action.SKIP:
+        state = "skipped" if status_is(status, ABANDONED) else "failed"
+        return RelaunchDecision(Relaunch.GIVE_UP, f"{what}; not requested again: {timing.reason}", state)
+    if run_status == "SUCCESS":  # nothing to retry, but the row must not stay `requested`
+        return RelaunchDecision(Relaunch.GIVE_UP, f"{what}; not requested again", "failed")
+    if relaunches >= max_relaunches:
+        return RelaunchDecision(Relaunch.GIVE_UP, f"{what}; gave up after {relaunches} re-requests", "failed")
+    action = Relaunch.SAME_KEY if run_status is None and not launched else Relaunch.NEW_KEY
+    return RelaunchDecision(action, f"{what}; requested again ({relaunches + 1}/{max_relaunches})")
+
+
+def retry_key(base_key: str, relaunch: int) -> str:
+    """The run key of re-request `relaunch` (1..) of a checkpoint first requested under `base_key`."""
+    return f"{base_key}:retry{relaunch}"

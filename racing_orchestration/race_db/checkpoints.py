@@ -102,7 +102,7 @@ WITH due AS (
 )
 UPDATE race_checkpoints AS l
 SET state = 'requested', attempt = due.attempt + 1, previous_run_id = due.run_id, run_id = NULL,
-    next_attempt_at = NULL, requested_at = :now, updated_at = now()
+    next_attempt_at = NULL, relaunches = 0, run_key = NULL, checked_at = NULL, requested_at = :now, updated_at = now()
 FROM due
 WHERE l.race_id = due.race_id AND l.checkpoint = due.checkpoint AND l.state = 'waiting_final'
   AND l.attempt = due.attempt
@@ -118,24 +118,60 @@ def claim_due_attempts(conn: sa.Connection, checkpoint: str, now: dt.datetime, l
 
 
 _RECLAIM_UNLAUNCHED = sa.text("""
-UPDATE race_checkpoints
-SET requested_at = :now, updated_at = now()
-WHERE checkpoint = :checkpoint AND state IN ('requested', 'requested_late') AND run_id IS NULL
-  AND requested_at <= :stale_before AND requested_at > :oldest
-RETURNING race_id, attempt, previous_run_id, scheduled_for, state
+UPDATE race_checkpoints AS l
+SET checked_at = :now
+FROM races AS r
+WHERE l.checkpoint = :checkpoint
+  AND ((l.state IN ('requested', 'requested_late') AND l.run_id IS NULL) OR (l.state = 'running' AND l.run_id IS NOT NULL))
+  AND COALESCE(l.checked_at, l.requested_at) <= :stale_before AND r.race_id = l.race_id
+RETURNING l.race_id, l.attempt, l.previous_run_id, l.scheduled_for, l.state, l.run_id, l.relaunches, l.run_key,
+          r.start_time, r.status
 """)
 
+# A row in one of these states may be stuck: requested and no run took it, or running and its run died.
+UNFINISHED_STATES = (*REQUESTED_STATES, "running")
 
-def reclaim_unlaunched(conn: sa.Connection, checkpoint: str, now: dt.datetime, *, stale_after: dt.timedelta,
-                       give_up_after: dt.timedelta) -> list[sa.Row]:
-    """Requested rows no run has picked up for `stale_after` (the daemon may have crashed between claim and launch).
 
-    Their `requested_at` moves to `now` so each is looked at again only after another `stale_after`; rows older than
-    `give_up_after` stay as they are (visible in the ledger) rather than taking a checkpoint hours late.
+def reclaim_unlaunched(conn: sa.Connection, checkpoint: str, now: dt.datetime, *, stale_after: dt.timedelta) -> list[sa.Row]:
+    """Rows not looked at for `stale_after` that no run has finished: requested with no run (the daemon crashed
+    between claim and launch, or the run failed / was canceled before it reached the ledger, e.g. the database was
+    down), or `running` (its run may have died without recording the end).
+
+    Their `checked_at` moves to `now` so each is looked at again only after another `stale_after`; the caller
+    decides per row (with the race's start time and status, returned too) whether to request it again or end it.
     """
     require_aware(now, "now")
-    params = {"checkpoint": checkpoint, "now": now, "stale_before": now - stale_after, "oldest": now - give_up_after}
+    params = {"checkpoint": checkpoint, "now": now, "stale_before": now - stale_after}
     return sorted(conn.execute(_RECLAIM_UNLAUNCHED, params), key=lambda r: (r.scheduled_for, r.race_id))
+
+
+def _unfinished(race_id: str, checkpoint: str, run_id: str | None) -> list[sa.ColumnElement]:
+    """Still as the sensor saw it: requested with no run, or running under the same run."""
+    run = _ledger.c.run_id.is_(None) if run_id is None else _ledger.c.run_id == run_id
+    return [_ledger.c.race_id == race_id, _ledger.c.checkpoint == checkpoint, _ledger.c.state.in_(UNFINISHED_STATES), run]
+
+
+def record_relaunch(conn: sa.Connection, race_id: str, checkpoint: str, *, run_key: str, note: str, now: dt.datetime,
+                    run_id: str | None = None, state: str = "requested") -> bool:
+    """The row (seen with `run_id`) is requested again under `run_key`: count it, so the re-requests stay bounded."""
+    stmt = (
+        sa.update(_ledger)
+        .where(*_unfinished(race_id, checkpoint, run_id))
+        .values(state=state, run_id=None, relaunches=_ledger.c.relaunches + 1, run_key=run_key, note=note,
+                requested_at=now, checked_at=now, updated_at=sa.func.now())
+    )
+    return conn.execute(stmt).rowcount == 1
+
+
+def give_up_checkpoint(conn: sa.Connection, race_id: str, checkpoint: str, *, state: str, note: str,
+                       run_id: str | None = None) -> bool:
+    """A row no run finished and that is not requested again ends `state` (failed / skipped) with the reason."""
+    stmt = (
+        sa.update(_ledger)
+        .where(*_unfinished(race_id, checkpoint, run_id))
+        .values(state=state, note=note, updated_at=sa.func.now())
+    )
+    return conn.execute(stmt).rowcount == 1
 
 
 def next_attempt_due(conn: sa.Connection, checkpoint: str) -> dt.datetime | None:

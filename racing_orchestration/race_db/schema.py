@@ -164,6 +164,10 @@ race_checkpoints = sa.Table(
     sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
     sa.Column("next_attempt_at", _tz()),
     sa.Column("previous_run_id", sa.Text),  # the run of attempt n-1, so the audit trail shows the chain
+    # Re-requests of this attempt after its run failed / was canceled / never came (bounded), and the latest run key.
+    sa.Column("relaunches", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("run_key", sa.Text),
+    sa.Column("checked_at", _tz()),  # when the sensor last looked whether a run took the row
     sa.Index(None, "state", "next_attempt_at"),
 )
 

@@ -197,3 +197,85 @@ def test_schedulers_lists_both_locations_with_state_and_last_run(api: RunningApi
     if cleanup["state"] == "running":
         assert dt.datetime.fromisoformat(cleanup["next_tick_at"]) > dt.datetime.now(dt.UTC)
     assert all(item["state"] in ("running", "stopped") for item in listed)
+
+
+class BlackHole:
+    """A TCP port that accepts connections and never answers (a Postgres host that hangs mid-handshake)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.held: list = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.server.close()
+        for conn in self.held:  # the hung clients get EOF and their probe threads end
+            conn.close()
+
+
+def _unreachable_instance(url: str, stack) -> dg.DagsterInstance:
+    """A Dagster instance whose Postgres run storage is at `url` (opening it is what hangs or fails)."""
+    return stack.enter_context(dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": url}}}))
+
+
+@pytest.mark.parametrize("database", ["black_hole", "closed_port"])
+@pytest.mark.parametrize("store", ["registry", "both"])
+def test_health_answers_503_within_a_second_whatever_the_database_does(
+        database, store, registry_url: str, pg_instance: dg.DagsterInstance) -> None:
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        if database == "black_hole":
+            hole = BlackHole()
+            stack.callback(hole.close)
+            port = hole.port
+        else:
+            port = free_port()  # nothing listens: connection refused
+        bad_url = f"postgresql://postgres@127.0.0.1:{port}/nowhere"
+        instance = (lambda: _unreachable_instance(bad_url, stack)) if store == "both" else (lambda: pg_instance)
+        settings = ApiSettings(registry_url=bad_url, api_key=API_KEY, instance=instance,
+                               dagster_ui_url="http://dagster.test", cache_seconds=0)
+        server, thread = serve(create_app(settings), free_port())
+        stack.callback(thread.join, 10)
+        stack.callback(setattr, server, "should_exit", True)
+        base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        import httpx
+
+        with httpx.Client(base_url=base, timeout=10) as client:
+            for _ in range(2):  # the second request while the first probes may still hang
+                started = time.monotonic()
+                response = client.get("/health")
+                elapsed = time.monotonic() - started
+                assert elapsed < 1.0, f"/health took {elapsed:.2f} s"
+                assert response.status_code == 503
+                body = response.json()
+                assert body["status"] == "unavailable"
+                assert body["registry_database"].startswith(("unreachable", "timed out"))
+                if store == "both":
+                    assert body["dagster_storage"].startswith(("unreachable", "timed out"))
+                if database == "black_hole":
+                    assert "timed out" in body["registry_database"]
+
+
+def test_health_answers_200_quickly_with_both_databases_up(api: RunningApi) -> None:
+    with api.client(key=None) as client:
+        started = time.monotonic()
+        response = client.get("/health")
+        elapsed = time.monotonic() - started
+    assert response.status_code == 200 and elapsed < 1.0
+    body = response.json()
+    assert (body["registry_database"], body["dagster_storage"]) == ("ok", "ok")
+    assert body["status"] in ("ok", "degraded")  # no daemon heartbeats in this test: degraded, not unavailable

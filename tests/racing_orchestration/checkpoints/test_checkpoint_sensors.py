@@ -12,7 +12,17 @@ from dagster._core.storage.tags import RUN_KEY_TAG
 
 from racing_orchestration.checkpoints import sensors
 from racing_orchestration.checkpoints.jobs import POST_RACE_DELAYS_SECONDS
-from racing_orchestration.checkpoints.windows import CHECKPOINTS, GRACE, Action, decide, run_key
+from racing_orchestration.checkpoints.windows import (
+    CHECKPOINTS,
+    GRACE,
+    MAX_RELAUNCHES,
+    Action,
+    Relaunch,
+    decide,
+    decide_relaunch,
+    retry_key,
+    run_key,
+)
 from racing_orchestration.race_db.checkpoints import await_next_attempt, update_checkpoint
 from racing_orchestration.race_db.store import upsert_event
 from racing_orchestration.tab.sim_engine import SimFeed, SimFeedConfig
@@ -47,6 +57,41 @@ def test_decide(spec, minutes_after_due, status, action) -> None:
     assert decision.action == action
     if action in (Action.SKIP, Action.REQUEST_LATE):
         assert decision.reason  # never silent
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("spec", "minutes_after_due", "status", "run_status", "relaunches", "action", "state", "says"),
+    [
+        (T15, 3, "Open", "STARTED", 0, Relaunch.WAIT, "", ""),  # its run may still take it
+        (T15, 3, "Open", "QUEUED", 3, Relaunch.WAIT, "", ""),
+        (T15, 3, "Open", None, 0, Relaunch.SAME_KEY, "", "no run picked up the request; requested again (1/3)"),
+        (T15, 3, "Open", "FAILURE", 0, Relaunch.NEW_KEY, "", "ended FAILURE without taking the checkpoint; requested again (1/3)"),
+        (T15, 14, "Open", "CANCELED", 2, Relaunch.NEW_KEY, "", "requested again (3/3)"),
+        (T15, 14, "Open", "FAILURE", 3, Relaunch.GIVE_UP, "failed", "gave up after 3 re-requests"),
+        (T15, 15, "Open", "FAILURE", 0, Relaunch.GIVE_UP, "failed", "race already started"),  # at the start: too late
+        (T60, 30, "Closed", None, 0, Relaunch.GIVE_UP, "failed", "race already started"),
+        (T60, 5, "Abandoned", "FAILURE", 0, Relaunch.GIVE_UP, "skipped", "race abandoned"),
+        (T60, 5, "Open", "SUCCESS", 0, Relaunch.GIVE_UP, "failed", "succeeded without recording the checkpoint"),
+        (POST, 20, "Interim", "FAILURE", 1, Relaunch.NEW_KEY, "", "requested again (2/3)"),
+        (POST, 179, "Final", "FAILURE", 0, Relaunch.NEW_KEY, "", "requested again (1/3)"),  # within the late limit
+        (POST, 181, "Final", "FAILURE", 0, Relaunch.GIVE_UP, "failed", "beyond the 10800 s late limit"),
+    ],
+)
+def test_decide_relaunch(spec, minutes_after_due, status, run_status, relaunches, action, state, says) -> None:
+    now = START + spec.offset + dt.timedelta(minutes=minutes_after_due)
+    decision = decide_relaunch(spec, START, status, now, run_status=run_status, relaunches=relaunches)
+    assert decision.action == action
+    assert decision.ledger_state == state
+    assert says in decision.reason
+    assert MAX_RELAUNCHES == 3
+
+
+@pytest.mark.unit
+def test_retry_keys_are_new_per_attempt() -> None:
+    base = run_key("r1", T15)
+    assert [retry_key(base, n) for n in (1, 2, 3)] == ["r1:t15:retry1", "r1:t15:retry2", "r1:t15:retry3"]
+    assert retry_key(run_key("r1", POST, 2), 1) == "r1:post:2:retry1"
 
 
 @pytest.mark.unit
@@ -225,13 +270,13 @@ def test_a_claimed_checkpoint_no_run_picked_up_is_requested_again(pg_instance, r
     assert [r.run_key for r in again] == [first[0].run_key]
     assert again[0].run_config == first[0].run_config
     # This time the run exists (launched, still queued): no third request, even after another gap.
-    pg_instance.create_run_for_job(job_def=sensors.CHECKPOINT_JOBS["t15"], run_config=again[0].run_config,
-                                   tags={**again[0].tags, RUN_KEY_TAG: again[0].run_key})
+    run = pg_instance.create_run_for_job(job_def=sensors.CHECKPOINT_JOBS["t15"], run_config=again[0].run_config,
+                                         tags={**again[0].tags, RUN_KEY_TAG: again[0].run_key})
     clock.advance(seconds=130)
     assert not _requests(_tick(sensor, pg_instance, race_db))
-    # A run that started marks the ledger with its run id: never requested again.
+    # A run that started marks the ledger with its run id: not requested again while that run lives.
     with race_db.begin() as conn:
-        update_checkpoint(conn, race.race_id, "t15", state="running", run_id="run-1")
+        update_checkpoint(conn, race.race_id, "t15", state="running", run_id=run.run_id)
     clock.advance(seconds=130)
     assert not _requests(_tick(sensor, pg_instance, race_db))
 
@@ -255,3 +300,115 @@ def test_after_an_outage_pre_race_is_taken_late_or_skipped_with_a_reason(pg_inst
     again = _tick(sensors.CHECKPOINT_SENSORS["t60"], pg_instance, race_db)
     assert isinstance(again, dg.SkipReason) and "next due at" in again.skip_message
     assert GRACE == dt.timedelta(minutes=2)
+
+
+def _launch(instance, request, status: dg.DagsterRunStatus, checkpoint: str = "t15") -> dg.DagsterRun:
+    """A run the daemon launched for `request`, ended in `status` without reaching the ledger (database down)."""
+    return instance.create_run_for_job(job_def=sensors.CHECKPOINT_JOBS[checkpoint], run_config=request.run_config,
+                                       status=status, tags={**request.tags, RUN_KEY_TAG: request.run_key})
+
+
+def _ledger_row(race_db, race_id: str, checkpoint: str):
+    with race_db.connect() as conn:
+        return conn.execute(sa.text("SELECT * FROM race_checkpoints WHERE race_id = :r AND checkpoint = :c"),
+                            {"r": race_id, "c": checkpoint}).one()
+
+
+def _for(result, race_id: str) -> list[dg.RunRequest]:
+    return [r for r in _requests(result) if r.tags["racing/race_id"] == race_id]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("ended", [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])
+def test_a_checkpoint_whose_run_failed_is_requested_again_with_a_new_key_until_the_bound(
+        pg_instance, race_db, monkeypatch, ended) -> None:
+    """Postgres down during a dense window: the run fails before it can take the checkpoint; its run key is then
+    taken for good (Dagster's run-key dedupe counts failed runs), so each re-request needs a new key, bounded."""
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
+    sensor = sensors.CHECKPOINT_SENSORS["t15"]
+    clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+    [first] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    _launch(pg_instance, first, ended)
+    keys = [first.run_key]
+    for n in range(1, MAX_RELAUNCHES + 1):
+        clock.advance(seconds=125)
+        [again] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+        assert again.run_key == f"{first.run_key}:retry{n}"
+        assert again.run_config == first.run_config
+        row = _ledger_row(race_db, race.race_id, "t15")
+        assert row.state == "requested" and row.relaunches == n and row.run_key == again.run_key
+        assert ended.value in row.note and f"{n}/{MAX_RELAUNCHES}" in row.note
+        keys.append(again.run_key)
+        _launch(pg_instance, again, ended)
+    clock.advance(seconds=125)
+    assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    row = _ledger_row(race_db, race.race_id, "t15")
+    assert row.state == "failed" and f"gave up after {MAX_RELAUNCHES} re-requests" in row.note
+    assert len(set(keys)) == len(keys) == MAX_RELAUNCHES + 1
+
+
+@pytest.mark.integration
+def test_a_failed_pre_race_run_is_not_requested_after_the_start_and_ends_failed(pg_instance, race_db, monkeypatch) -> None:
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
+    sensor = sensors.CHECKPOINT_SENSORS["t15"]
+    clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+    [first] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    _launch(pg_instance, first, dg.DagsterRunStatus.FAILURE)
+    clock.now = race.scheduled_start + dt.timedelta(seconds=5)  # the sensor looks again only after the jump
+    assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    row = _ledger_row(race_db, race.race_id, "t15")
+    assert row.state == "failed" and "FAILURE" in row.note and "race already started" in row.note
+
+
+@pytest.mark.integration
+def test_a_queued_run_is_left_alone_and_a_never_launched_request_keeps_its_key(pg_instance, race_db, monkeypatch) -> None:
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
+    sensor = sensors.CHECKPOINT_SENSORS["t15"]
+    clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+    [first] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    clock.advance(seconds=125)  # never launched (daemon crash): same key again, counted
+    [again] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    assert again.run_key == first.run_key
+    assert _ledger_row(race_db, race.race_id, "t15").relaunches == 1
+    _launch(pg_instance, again, dg.DagsterRunStatus.STARTED)  # launched, still running
+    clock.advance(seconds=125)
+    assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    row = _ledger_row(race_db, race.race_id, "t15")
+    assert row.state == "requested" and row.relaunches == 1
+
+
+@pytest.mark.integration
+def test_a_checkpoint_whose_run_died_after_marking_it_running_is_requested_again(pg_instance, race_db, monkeypatch) -> None:
+    """The database went away mid-run: the run marked the ledger `running`, then failed without recording the end."""
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
+    sensor = sensors.CHECKPOINT_SENSORS["t15"]
+    clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+    [first] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    run = _launch(pg_instance, first, dg.DagsterRunStatus.STARTED)
+    with race_db.begin() as conn:
+        update_checkpoint(conn, race.race_id, "t15", state="running", run_id=run.run_id)
+    clock.advance(seconds=125)
+    assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)  # still running: left alone
+    pg_instance.report_run_failed(run, "code location lost its database")
+    clock.advance(seconds=125)
+    [again] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    assert again.run_key == f"{first.run_key}:retry1"
+    row = _ledger_row(race_db, race.race_id, "t15")
+    assert (row.state, row.run_id, row.relaunches) == ("requested", None, 1)
+    assert "FAILURE" in row.note
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("minutes_after_due", "relaunches", "action", "says"), [
+    (3, 0, Relaunch.NEW_KEY, "its run vanished; requested again (1/3)"),  # its key may be taken: a new one
+    (3, 3, Relaunch.GIVE_UP, "its run vanished; gave up after 3 re-requests"),
+    (16, 0, Relaunch.GIVE_UP, "its run vanished; not requested again: missed by"),
+])
+def test_decide_relaunch_of_a_row_whose_run_is_gone(minutes_after_due, relaunches, action, says) -> None:
+    now = START + T15.offset + dt.timedelta(minutes=minutes_after_due)
+    decision = decide_relaunch(T15, START, "Open", now, run_status=None, relaunches=relaunches, launched=True)
+    assert decision.action == action and says in decision.reason

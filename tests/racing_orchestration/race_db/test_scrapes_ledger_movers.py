@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import threading
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -107,3 +109,78 @@ def test_market_movers_upsert_is_idempotent_and_ordered(engine: sa.Engine, one_m
     assert {r.computed_at for r in stored} == {T0}
     with engine.begin() as conn, pytest.raises(ValueError, match=r"lack column\(s\) \['move_pct'\]"):
         upsert_market_movers(conn, [{k: v for k, v in rows[0].items() if k != "move_pct"}], T0)
+
+
+def _wait_for_blocked_insert(monitor: sa.Engine, timeout: float = 10.0) -> bool:
+    """Whether another backend is waiting on a lock inside an INSERT into the ledger (polled up to `timeout`)."""
+    query = sa.text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query ILIKE 'INSERT INTO race_checkpoints%' AND pid <> pg_backend_pid()")
+    deadline = time.monotonic() + timeout
+    with monitor.connect() as conn:
+        while time.monotonic() < deadline:
+            blocked = conn.execute(query).scalar()
+            conn.rollback()  # pg_stat_activity is a snapshot per transaction: a new one each poll
+            if blocked:
+                return True
+            time.sleep(0.02)
+    return False
+
+
+def _claim_race(engine: sa.Engine, race_id: str, due: dt.datetime, *, winner_commits: bool) -> dict[str, object]:
+    """Two sensors (threads, each its own connection and transaction) claim the same (race, t15) at once.
+
+    A barrier releases both INSERTs together; whoever inserted first holds its uncommitted row until the other's
+    INSERT is seen blocked on it in pg_stat_activity, then commits (or rolls back): the contested path, not a
+    sequential one."""
+    barrier = threading.Barrier(2)
+    results: dict[str, object] = {}
+
+    def sensor(name: str) -> None:
+        try:
+            with engine.connect() as conn:
+                tx = conn.begin()
+                barrier.wait(timeout=10)
+                won = claim_checkpoint(conn, race_id, "t15", due, note=name)
+                results[name] = won
+                if won and results.setdefault("winner", name) == name:  # the first to insert (atomic under the GIL)
+                    results["saw_blocked"] = _wait_for_blocked_insert(engine)
+                    (tx.commit if winner_commits else tx.rollback)()
+                else:
+                    tx.commit()
+        except BaseException as exc:  # surfaced by the assertion below
+            results[f"{name}_error"] = exc
+            barrier.abort()
+
+    threads = [threading.Thread(target=sensor, args=(name,)) for name in ("sensor-a", "sensor-b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not [key for key in results if key.endswith("_error")], results
+    return results
+
+
+def test_concurrent_claims_of_one_checkpoint_have_exactly_one_winner(engine: sa.Engine, one_meeting: Meeting) -> None:
+    for race in one_meeting.races[:4]:
+        due = race.start_time - dt.timedelta(minutes=15)
+        results = _claim_race(engine, race.race_id, due, winner_commits=True)
+        assert sorted([results["sensor-a"], results["sensor-b"]]) == [False, True]
+        assert results["saw_blocked"] is True  # the loser's INSERT really ran while the winner's was uncommitted
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT note FROM race_checkpoints WHERE race_id = :r AND checkpoint = 't15'"),
+                                {"r": race.race_id}).scalars().all()
+        assert rows == [results["winner"]]
+
+
+def test_a_rolled_back_claim_leaves_the_checkpoint_to_the_waiting_sensor(engine: sa.Engine, one_meeting: Meeting) -> None:
+    """A tick that crashes after its INSERT (transaction rolled back) loses its claim: the other sensor, blocked on it,
+    then wins, so the checkpoint is still claimed exactly once."""
+    race = one_meeting.races[0]
+    results = _claim_race(engine, race.race_id, race.start_time - dt.timedelta(minutes=15), winner_commits=False)
+    assert results["sensor-a"] is True and results["sensor-b"] is True  # first won then rolled back; the other won
+    assert results["saw_blocked"] is True
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT note FROM race_checkpoints WHERE race_id = :r AND checkpoint = 't15'"),
+                            {"r": race.race_id}).scalars().all()
+    assert len(rows) == 1 and rows[0] != results["winner"]
