@@ -29,7 +29,6 @@ from maintenance_jobs.limits import MAX_AUTHORIZATION_HEADER_BYTES, MAX_REQUEST_
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
 from maintenance_jobs.trigger import TaskNotRunnable
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
-from orchestration_core.postgres import create_engine
 
 log = logging.getLogger("control_api")
 
@@ -219,7 +218,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     metrics_registry.register(StorageCollector(
         instance=lambda: state.instance,
         registry=lambda: state.registry,
-        racing=lambda: _racing_engine(state),
+        racing=lambda: state.racing,
     ))
 
     @asynccontextmanager
@@ -256,15 +255,6 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.add_middleware(RequestLimits)
     app.add_middleware(RequestCounter, counter=requests)
     return app
-
-
-def _racing_engine(state: ApiState) -> sa.Engine | None:
-    url = state.settings.racing_database_url
-    if not url:
-        return None
-    if not hasattr(state, "_racing"):
-        state._racing = create_engine(url, "api_metrics")
-    return state._racing
 
 
 def app_from_env() -> FastAPI:

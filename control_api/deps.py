@@ -38,6 +38,12 @@ class ApiState:
         # Sized for the API's thread pool; a short connect timeout keeps /health answering when Postgres is gone.
         return create_engine(self.settings.registry_url, "api")
 
+    @cached_property
+    def racing(self) -> sa.Engine | None:
+        """The race database, read for /metrics; None when the API is not given one."""
+        url = self.settings.racing_database_url
+        return create_engine(url, "api_metrics") if url else None
+
     def prepared_registry(self) -> sa.Engine:
         """The registry engine after migrating and seeding once (the same first use as the code location's)."""
         if not self._registry_prepared:
@@ -81,8 +87,9 @@ class ApiState:
         return Response(page.body, media_type="application/json", headers=dict(page.headers))
 
     def close(self) -> None:
-        if "registry" in self.__dict__:
-            self.registry.dispose()
+        for engine in ("registry", "racing"):  # only those that were opened
+            if self.__dict__.get(engine) is not None:
+                self.__dict__[engine].dispose()
 
 
 class CachedPage(NamedTuple):

@@ -1,8 +1,8 @@
 """Launching a task now (the REST API's manual trigger).
 
-The run is launched through the Dagster webserver's GraphQL API (`orchestration_core.dagster_webserver`): the webserver resolves the job in
-the `maintenance_jobs` code location, so the run carries that location's origin and image, and the instance's run
-coordinator queues it under the same priority and limit-of-5 rules as scheduled runs.
+The run is launched through the Dagster webserver's GraphQL API (`orchestration_core.dagster_webserver`): the
+webserver resolves the job in the `maintenance_jobs` code location, so the run carries that location's origin and
+image, and the instance's run coordinator queues it under the same priority and limit-of-5 rules as scheduled runs.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ def check_runnable(task: Task, settings: MaintenanceSettings | None = None) -> N
 
 def trigger_task(webserver: DagsterWebserverClient, task: Task, triggered_by: str = "manual") -> str:
     """Queue a run of `task` now (tagged `triggered_by`) through the webserver and return its run id."""
-    check_runnable(task)
     check_runnable(task)
     job, _ = job_and_op(task.executor)
     return webserver.launch_run(
