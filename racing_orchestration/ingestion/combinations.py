@@ -26,7 +26,7 @@ class ScrapeCombination(NamedTuple):
 
 class CombinationResult(NamedTuple):
     combination: ScrapeCombination
-    status: str  # "ok", "empty" (no racing that day: not a failure) or "failed"
+    status: str  # "ok", "empty" (no racing that day, still empty after its retries: not a failure) or "failed"
     meetings: int = 0
     races: int = 0
     api_requests: int = 0
@@ -38,6 +38,16 @@ def scrape_days(now: dt.datetime, timezone: str, days_ahead: int = 1) -> list[dt
     """Today and the following `days_ahead` days in the racing timezone."""
     today = now.astimezone(ZoneInfo(timezone)).date()
     return [today + dt.timedelta(days=offset) for offset in range(days_ahead + 1)]
+
+
+def retries_when_empty(day: dt.date, now: dt.datetime, timezone: str) -> bool:
+    """Whether a combination of `day` that came back empty is tried again (30 min later, like a failed one).
+
+    Only today's: TAB publishes a day's fields on the morning itself, so an empty card at 06:00 may fill by 06:30.
+    Tomorrow's is normally empty at 06:00 and costs nothing to miss now: tomorrow's 06:00 scrape (with its own retries)
+    and the day's card refreshes fetch it as "today". A past day's empty card (a backfill) will not fill either.
+    """
+    return day == now.astimezone(ZoneInfo(timezone)).date()
 
 
 def plan_combinations(

@@ -12,6 +12,7 @@ from racing_orchestration.ingestion.combinations import (
     parse_days,
     plan_combinations,
     results_markdown,
+    retries_when_empty,
     scrape_days,
     summarize,
 )
@@ -23,7 +24,8 @@ from racing_orchestration.tab.client import TabApiError, TabClient
 from racing_orchestration.tab.models import TabPayloadError
 from racing_orchestration.threaded_executor import threadpool_executor
 
-# The old scheduler's rule: a failed combination is tried again 30 minutes later, at most 3 times.
+# The old scheduler's rule: a failed combination is tried again 30 minutes later, at most 3 times. Today's empty
+# combinations are tried again the same way (TAB may publish the card after 06:00) and end `empty` if still empty.
 COMBINATION_RETRY_DELAY_SECONDS = 1800
 COMBINATION_MAX_RETRIES = 3
 
@@ -31,7 +33,8 @@ COMBINATION_MAX_RETRIES = 3
 class ScrapePlanConfig(dg.Config):
     categories: list[str] = list(DEFAULT_CATEGORIES)
     countries: list[str] = list(DEFAULT_COUNTRIES)
-    dates: list[str] = []  # YYYY-MM-DD; empty means today and tomorrow in RACING_TIMEZONE
+    dates: list[str] = []  # YYYY-MM-DD; empty means today and the next `days_ahead` days in RACING_TIMEZONE
+    days_ahead: int = 1
 
 
 class CombinationRetryConfig(dg.Config):
@@ -43,7 +46,9 @@ class CombinationRetryConfig(dg.Config):
 def plan_scrape_combinations(context: dg.OpExecutionContext, config: ScrapePlanConfig, race_db: RaceDatabase):
     race_db.engine()  # fail fast, naming `racing db upgrade`, before fanning out if the schema is behind
     try:
-        days = parse_days(config.dates) or scrape_days(dt.datetime.now(dt.UTC), racing_timezone())
+        if config.days_ahead < 0:
+            raise ValueError(f"days_ahead: must be 0 or more, got {config.days_ahead}")
+        days = parse_days(config.dates) or scrape_days(dt.datetime.now(dt.UTC), racing_timezone(), config.days_ahead)
         combinations = plan_combinations(config.categories, config.countries, days)
     except ValueError as exc:
         raise dg.Failure(f"morning_scrape config is invalid: {exc}", allow_retries=False) from exc
@@ -53,8 +58,9 @@ def plan_scrape_combinations(context: dg.OpExecutionContext, config: ScrapePlanC
 
 
 @dg.op(
-    # Declared so the UI shows the policy; the op raises RetryRequested itself so tests can shorten the delay
-    # and so the last attempt can give up gracefully (a failed combination must not fail the other ones).
+    # Declared so the UI shows the policy; the op raises RetryRequested itself so tests can shorten the delay,
+    # so today's empty combinations are retried too, and so the last attempt can give up gracefully (a failed
+    # combination must not fail the other ones; a still-empty one ends `empty`).
     retry_policy=dg.RetryPolicy(max_retries=COMBINATION_MAX_RETRIES, delay=COMBINATION_RETRY_DELAY_SECONDS),
     description="Fetch one combination's meetings from the TAB API and store them.",
 )
@@ -77,6 +83,12 @@ def scrape_combination(
         result = CombinationResult(combination, "failed", attempts=attempt + 1, error=str(exc))
     else:
         result = result._replace(attempts=attempt + 1)
+        if (result.status == "empty" and attempt < config.max_retries
+                and retries_when_empty(combination.day, dt.datetime.now(dt.UTC), racing_timezone())):
+            # Its call is already in the scrapes table; an empty card is not an error, so no exception is chained.
+            context.log.info(f"{combination.key} has no meetings yet (attempt {attempt + 1}); "
+                             f"trying again in {config.retry_delay_seconds:.0f} s")
+            raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=config.retry_delay_seconds)
     context.add_output_metadata(
         {"status": result.status, "meetings": result.meetings, "races": result.races,
          "api_requests": result.api_requests, "attempts": result.attempts, "error": result.error or ""}
