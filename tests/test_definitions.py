@@ -8,10 +8,12 @@ import pytest
 def test_racing_orchestration_definitions_load(monkeypatch) -> None:
     from racing_orchestration.definitions import defs
 
-    for job in ("morning_scrape", "pre_race_t60", "pre_race_t15", "post_race_t5", "cleanup_job_runs"):
+    for job in ("morning_scrape", "card_refresh", "pre_race_t60", "pre_race_t15", "post_race_t5", "cleanup_job_runs"):
         assert defs.resolve_job_def(job).name == job
-    crons = {name: defs.resolve_schedule_def(name) for name in ("morning_scrape_schedule", "cleanup_job_runs_schedule")}
+    crons = {name: defs.resolve_schedule_def(name)
+             for name in ("morning_scrape_schedule", "cleanup_job_runs_schedule", "card_refresh_schedule")}
     assert crons["morning_scrape_schedule"].cron_schedule == "0 6 * * *"
+    assert crons["card_refresh_schedule"].cron_schedule == "*/30 7-23 * * *"
     assert crons["cleanup_job_runs_schedule"].cron_schedule == "0 2 * * *"
     for schedule in crons.values():
         assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
