@@ -10,7 +10,9 @@ measured load is the steady state (T-15 of the later races, every post-race atte
 
 Reports: lateness of each checkpoint's /events request after its target time (the run's `racing/scheduled_for`: the
 T-15 / T+5 time, or the ledger's next_attempt_at for chain attempts), API requests against the minimum (one /events per
-checkpoint attempt + the scrape's /meetings pages), peak RSS summed over the daemon's and code server's process trees
+checkpoint attempt + the scrape's /meetings pages + one /meetings per today's combination for each `card_refresh` run
+the daemon's schedule launched in the window: every 30 min from 07:00 racing time until the last race has started),
+peak RSS summed over the daemon's and code server's process trees
 (run workers included; sampled every second from /proc) and their mean CPU.
 """
 
@@ -38,6 +40,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from local_stack.embedded_postgres import ensure_database, start_embedded_postgres  # noqa: E402
 from racing_orchestration.race_db import upgrade  # noqa: E402
+from racing_orchestration.ingestion.combinations import DEFAULT_CATEGORIES, DEFAULT_COUNTRIES  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -225,6 +228,7 @@ def report(race_engine: sa.Engine, dagster_engine: sa.Engine, stats: dict, scrap
             "SELECT run_id, key, value FROM run_tags WHERE key IN ('racing/scheduled_for', 'racing/checkpoint', "
             "'racing/attempt', 'racing/late', 'racing/outcome', 'racing/awaiting_final', 'dagster/sensor_name')")).all()
         statuses = dict(conn.execute(sa.text("SELECT status, count(*) FROM runs GROUP BY 1")).all())
+        refresh_runs = conn.execute(sa.text("SELECT count(*) FROM runs WHERE pipeline_name = 'card_refresh'")).scalar()
     tags: dict[str, dict[str, str]] = {}
     for run_id, key, value in tag_rows:
         tags.setdefault(run_id, {})[key] = value
@@ -248,6 +252,8 @@ def report(race_engine: sa.Engine, dagster_engine: sa.Engine, stats: dict, scrap
         lateness.setdefault(kind, []).append(late)
     every = [v for values in lateness.values() for v in values]
     checkpoint_runs = sum(1 for run in tags.values() if "racing/checkpoint" in run and "dagster/sensor_name" in run)
+    # Each card refresh asks for today's (category, country) combinations once: one /meetings page each.
+    refresh_calls_minimum = refresh_runs * len(DEFAULT_CATEGORIES) * len(DEFAULT_COUNTRIES)
     events_calls = stats["requests"].get("/events/{id}", 0)
     cpu_seconds = sum(sampler.cpu.values())
     summary = {
@@ -257,8 +263,10 @@ def report(race_engine: sa.Engine, dagster_engine: sa.Engine, stats: dict, scrap
         "lateness_all_s": {"n": len(every), "p50": round(statistics.median(every), 1) if every else None,
                            "p99": round(_pct(every, 0.99), 1) if every else None, "max": round(max(every), 1) if every else None},
         "api": {"sim_requests": stats["requests"], "total": stats["total"], "scrape_calls": scrape_calls,
-                "checkpoint_runs": checkpoint_runs, "events_calls": events_calls,
-                "minimum": checkpoint_runs + sum(scrape_calls.values()), "faults": stats["faults"]},
+                "checkpoint_runs": checkpoint_runs, "events_calls": events_calls, "card_refresh_runs": refresh_runs,
+                "card_refresh_calls_minimum": refresh_calls_minimum,
+                "minimum": checkpoint_runs + sum(scrape_calls.values()) + refresh_calls_minimum,
+                "faults": stats["faults"]},
         "ledger": ledger, "post_attempt_reached": attempts, "run_statuses": statuses,
         "peak_rss_mib": round(sampler.peak_rss / 2**20), "peak_processes": sampler.peak_procs,
         "median_rss_mib": round(statistics.median(s[1] for s in sampler.samples) / 2**20) if sampler.samples else None,
