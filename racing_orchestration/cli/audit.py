@@ -1,12 +1,21 @@
-"""`racing audit`: recent runs, outcomes per job over a window, retry chains; a table, or JSON with --json."""
+"""`racing audit`: recent runs, outcomes per job over a window, retry chains; a table, or JSON with --json.
+
+`--retries` shows every chain of runs that are attempts of one piece of work: run re-executions (Dagster's parent and
+root run ids: run retries, the UI's re-execute), the post-race attempts linked by `racing/previous_run_id`, and the
+checkpoint ledger's re-requests under `<key>:retry<n>`; then every step retried inside a run (the morning scrape's
+30-minute combination retries) with its waits and how it ended.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 
 from tabulate import tabulate
+
+from orchestration_core.audit.chains import RunChain, run_chains, step_retries
 
 from orchestration_core.audit.queries import (
     outcome_counts,
@@ -17,6 +26,31 @@ from orchestration_core.audit.queries import (
 )
 
 _OUTCOME_COLUMNS = ("success", "partial", "failed", "canceled")
+_RETRY_KEY = re.compile(r"^(?P<base>.+):retry(?P<n>[1-9][0-9]*)$")
+
+
+def previous_request_key(key: str) -> str | None:
+    """The run key a ledger re-request `<key>:retry<n>` followed: `<key>:retry<n-1>`, or `<key>` for the first."""
+    from racing_orchestration.checkpoints.windows import retry_key
+
+    match = _RETRY_KEY.match(key)
+    if not match:
+        return None
+    number = int(match["n"])
+    return match["base"] if number == 1 else retry_key(match["base"], number - 1)
+
+
+def racing_chains(instance, since) -> list[RunChain]:
+    """Chains with the racing location's links: post-race attempts and ledger re-requests besides re-executions."""
+    from racing_orchestration.checkpoints.fetch import TAG_PREVIOUS_RUN_ID
+
+    return run_chains(instance, since, previous_run_tags=(TAG_PREVIOUS_RUN_ID,), previous_key=previous_request_key)
+
+
+def chain_rows(chains: list[RunChain]) -> list[list]:
+    """One row per chain: its job, how its runs are linked, and each run (short id, outcome) oldest first."""
+    return [[c.job_name, ", ".join(c.linked_by), len(c.links), c.final_outcome,
+             " -> ".join(f"{link.run_id[:8]} {link.outcome}" for link in c.links)] for c in chains]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,12 +90,20 @@ def run_audit(args: argparse.Namespace, instance=None) -> int:
         rows = [[c.job_name, c.total, *(c.counts.get(k, 0) for k in _OUTCOME_COLUMNS), _other(c.counts)] for c in data]
         table = tabulate(rows, headers=["job", "total", *_OUTCOME_COLUMNS, "other"])
     elif args.retries:
-        data = retry_chains(instance, args.since or parse_window("7d"))
-        rows = [[g.job_name, g.retry_number, g.runs, _pairs(g.outcomes)] for g in data.groups]
-        table = tabulate(rows, headers=["job", "retry #", "runs", "outcomes"])
-        steps = [[job, n] for job, n in data.step_retries_by_job.items()]
-        if steps:
-            table += "\n\n" + tabulate(steps, headers=["job", "step retries"])
+        since = args.since or parse_window("7d")
+        report = retry_chains(instance, since)
+        chains = racing_chains(instance, since)
+        steps = sorted(step_retries(instance, since), key=lambda s: (s.job_name, s.run_id, s.step_key))
+        data = {"groups": report.groups, "step_retries_by_job": report.step_retries_by_job, "chains": chains,
+                "step_retries": steps}
+        rows = [[g.job_name, g.retry_number, g.runs, _pairs(g.outcomes)] for g in report.groups]
+        table = "Re-executions by retry number\n" + tabulate(rows, headers=["job", "retry #", "runs", "outcomes"])
+        table += "\n\nRun chains (oldest run first)\n" + (tabulate(
+            chain_rows(chains), headers=["job", "linked by", "runs", "final", "runs (outcome)"]) if chains else "(none)")
+        table += "\n\nStep retries inside runs\n" + (tabulate(
+            [[s.job_name, s.run_id[:8], s.step_key, s.retries, ", ".join(f"{w:g} s" for w in s.waits_seconds),
+              s.ended, s.status or ""] for s in steps],
+            headers=["job", "run", "step", "retries", "waits", "step ended", "result"]) if steps else "(none)")
     else:
         data = recent_runs(instance, args.limit, args.job)
         rows = [
