@@ -144,6 +144,7 @@ def run_chains(
     nodes: dict[str, RunNode] = {}
     for record in iter_run_records(instance, dg.RunsFilter(created_after=_window_start(since, now))):
         nodes[record.dagster_run.run_id] = _node(record, record.dagster_run, previous_run_tags)
+    keys = {n.run_key for n in nodes.values() if n.run_key}
     pending, lookups = list(nodes.values()), 0
     while pending and lookups < _MAX_LOOKUPS:
         node = pending.pop()
@@ -151,7 +152,7 @@ def run_chains(
         for run_id in (node.parent_run_id, node.previous_run_id):
             if run_id and run_id not in nodes:
                 wanted.append(dg.RunsFilter(run_ids=[run_id]))
-        if node.run_key and (key := previous_key(node.run_key)) and not any(n.run_key == key for n in nodes.values()):
+        if node.run_key and (key := previous_key(node.run_key)) and key not in keys:
             wanted.append(dg.RunsFilter(tags={RUN_KEY_TAG: key}))
         for filters in wanted:
             lookups += 1
@@ -159,6 +160,8 @@ def run_chains(
                 if record.dagster_run.run_id not in nodes:
                     found = _node(record, record.dagster_run, previous_run_tags)
                     nodes[found.run_id] = found
+                    if found.run_key:
+                        keys.add(found.run_key)
                     pending.append(found)
     return build_chains(nodes.values(), previous_key)
 

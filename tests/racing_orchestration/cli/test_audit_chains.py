@@ -108,6 +108,8 @@ def test_audit_retries_shows_every_chain(pg_instance, racing_db_url, sim_feed, h
     t15 = [checkpoint_run(f, status, "t15", "r2", key)
            for status, key in ((S.FAILURE, "r2:t15"), (S.CANCELED, "r2:t15:retry1"), (S.SUCCESS, "r2:t15:retry2"))]
     checkpoint_run(f, S.SUCCESS, "t15", "r3", "r3:t15")  # one run, no chain
+    # The first run of a chain created before the window (7 days) is still shown as its start.
+    f.backdate(t15[0].run_id, 10)
 
     assert main(["audit", "--retries", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
