@@ -16,7 +16,6 @@ import sys
 from tabulate import tabulate
 
 from orchestration_core.audit.chains import RunChain, run_chains, step_retries
-
 from orchestration_core.audit.queries import (
     outcome_counts,
     parse_window,

@@ -19,7 +19,11 @@ import sqlalchemy as sa
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.ingestion.combinations import scrape_days
-from racing_orchestration.ingestion.jobs import plan_scrape_combinations, scrape_combination, summarize_scrape
+from racing_orchestration.ingestion.jobs import (
+    plan_scrape_combinations,
+    scrape_combination,
+    summarize_scrape,
+)
 from racing_orchestration.race_db import schema
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.threaded_executor import threadpool_executor

@@ -9,14 +9,23 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from orchestration_core.audit.chains import NEXT_ATTEMPT, RE_EXECUTION, RE_REQUEST, RunNode, build_chains
+from orchestration_core.audit.chains import (
+    NEXT_ATTEMPT,
+    RE_EXECUTION,
+    RE_REQUEST,
+    RunNode,
+    build_chains,
+)
 from orchestration_core.dagster_internals import RUN_KEY_TAG
-from racing_orchestration.checkpoints.jobs import post_race_t5, pre_race_t15
+from orchestration_core.run_outcome import Outcome, outcome_tags
+from racing_orchestration.checkpoints.jobs import (
+    checkpoint_run_config,
+    post_race_t5,
+    pre_race_t15,
+)
 from racing_orchestration.checkpoints.windows import retry_key
 from racing_orchestration.cli import main
 from racing_orchestration.cli.audit import previous_request_key
-from orchestration_core.run_outcome import Outcome, outcome_tags
-from racing_orchestration.checkpoints.jobs import checkpoint_run_config
 from tests.orchestration_core.audit.run_factory import RunFactory, remote_origin_for
 from tests.racing_orchestration.ingestion import scrape_faults
 from tests.racing_orchestration.ingestion.scrape_faults import FEED

@@ -1,8 +1,9 @@
 """The real morning_scrape / card_refresh jobs against the simulated feed with per-combination faults, reconstructable
 for `execute_job` (which runs them with the threadpool executor, unlike `execute_in_process`).
 
-`execute_job` rebuilds the job from this module in the test's own process, so the feed's address, the faults and the
-record of requests live in module state set by the test (`FEED.configure`).
+`execute_job` rebuilds the job from this module in the test's own process (once: Dagster caches it), so the feed's
+address, the database, the faults and the record of requests live in module state set by each test (`FEED.configure`)
+and read when a run starts.
 """
 
 from __future__ import annotations
@@ -79,10 +80,23 @@ class FaultyTabClient(TabClient):
         self._transport = FaultTransport()
 
 
-def _resources() -> dict:
+@dg.resource
+def _tab_client_from_feed(_context):
     # One attempt per call: the job's own retries are under test, not the client's.
-    return {"tab_client": FaultyTabClient(base_url=FEED.base_url, max_attempts=1),
-            "race_db": RaceDatabase(url=FEED.database_url)}
+    return FaultyTabClient(base_url=FEED.base_url, max_attempts=1)
+
+
+@dg.resource
+def _race_db_from_feed(_context):
+    db = RaceDatabase(url=FEED.database_url)
+    yield db
+    db.dispose()
+
+
+def _resources() -> dict:
+    # Built when each run starts, not when the job is defined: Dagster caches the reconstructed job for the process,
+    # and every test has its own feed and database.
+    return {"tab_client": _tab_client_from_feed, "race_db": _race_db_from_feed}
 
 
 def morning_scrape_with_faults() -> dg.JobDefinition:

@@ -8,6 +8,7 @@ Dagster holds a step up for retry in `ActiveExecution` until `time.time()` passe
 
 import datetime as dt
 import inspect
+import itertools
 from collections import Counter
 
 import dagster as dg
@@ -15,10 +16,17 @@ import pytest
 import sqlalchemy as sa
 from dagster._core.execution.plan import active as active_execution
 
-from orchestration_core.run_outcome import TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED, TAG_OUTCOME
+from orchestration_core.run_outcome import (
+    TAG_ITEMS_FAILED,
+    TAG_ITEMS_PROCESSED,
+    TAG_OUTCOME,
+)
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.ingestion.combinations import retries_when_empty, scrape_days
-from racing_orchestration.ingestion.jobs import COMBINATION_MAX_RETRIES, COMBINATION_RETRY_DELAY_SECONDS
+from racing_orchestration.ingestion.jobs import (
+    COMBINATION_MAX_RETRIES,
+    COMBINATION_RETRY_DELAY_SECONDS,
+)
 from tests.racing_orchestration.ingestion import scrape_faults
 from tests.racing_orchestration.ingestion.scrape_faults import FEED
 
@@ -81,7 +89,9 @@ def test_default_policy_waits_1800_s_at_most_3_times_for_failed_and_empty_combin
         assert result.success
         results = {r.combination.key: r for r in result.output_for_node("scrape_combination").values()}
         run_id = result.run_id
-    compact = lambda day: day.replace("-", "")  # noqa: E731
+    def compact(day: str) -> str:
+        return day.replace("-", "")
+
     status = {key: (r.status, r.attempts) for key, r in results.items()}
     assert status[f"H_AUS_{compact(today)}"] == ("failed", 4)
     assert status[f"H_AUS_{compact(tomorrow)}"] == ("failed", 4)
@@ -97,7 +107,7 @@ def test_default_policy_waits_1800_s_at_most_3_times_for_failed_and_empty_combin
                                              ("G", "NZ", today, 4), ("H", "NZ", today, 3), ("G", "NZ", tomorrow, 1)]:
         times = FEED.attempts(category, country, day)
         assert len(times) == attempts, (category, country, day)
-        assert [b - a for a, b in zip(times, times[1:])] == [1800.0] * (attempts - 1)
+        assert [b - a for a, b in itertools.pairwise(times)] == [1800.0] * (attempts - 1)
     events = [e for e in pg_instance.all_logs(run_id) if e.dagster_event is not None]
     retries = [e.dagster_event for e in events if e.dagster_event.event_type_value == "STEP_UP_FOR_RETRY"]
     assert Counter(e.step_key.split("[")[1].rstrip("]") for e in retries) == {
