@@ -114,3 +114,10 @@ def test_schedule_skips_once_the_last_race_started(race_db) -> None:
             assert dg.validate_run_config(card_refresh, data.run_requests[0].run_config)
         else:
             assert "last stored race started" in data.skip_message
+
+
+@pytest.mark.unit
+def test_a_refresh_launched_without_config_fetches_today_once() -> None:
+    ops = dg.validate_run_config(card_refresh)["ops"]
+    assert (ops["plan_scrape_combinations"]["config"]["dates"], ops["plan_scrape_combinations"]["config"]["days_ahead"]) == ([], 0)
+    assert ops["scrape_combination"]["config"]["max_retries"] == 0
