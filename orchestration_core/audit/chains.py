@@ -3,7 +3,8 @@
 Three ways a run continues another one (the order is the preference when a run carries more than one):
 
 - re-execution: Dagster's parent run (`dagster/parent_run_id`, the run's field; `dagster/root_run_id` names the
-  first), written by run retries, the UI's "re-execute" and `execute_job(reexecution_options=...)`;
+  first, and links the run to it when retention deleted the parent), written by run retries, the UI's "re-execute"
+  and `execute_job(reexecution_options=...)`;
 - re-request: a run whose run key is another key plus a retry suffix (the race checkpoint ledger's `<key>:retry<n>`),
   found through `previous_key`;
 - next attempt: a tag naming the previous attempt's run (the post-race chain's `racing/previous_run_id`).
@@ -26,6 +27,7 @@ from orchestration_core.audit.queries import _as_utc, _window_start, iter_run_re
 from orchestration_core.dagster_internals import RUN_KEY_TAG
 from orchestration_core.run_outcome import outcome_of
 
+TAG_ROOT_RUN_ID = "dagster/root_run_id"
 RE_EXECUTION = "re-execution"
 RE_REQUEST = "re-request"
 NEXT_ATTEMPT = "next attempt"
@@ -42,6 +44,7 @@ class RunNode:
     created_at: datetime
     run_key: str | None = None
     parent_run_id: str | None = None
+    root_run_id: str | None = None
     previous_run_id: str | None = None  # from the location's "previous attempt" tag
 
 
@@ -101,6 +104,11 @@ def build_chains(nodes: Iterable[RunNode], previous_key: Callable[[str], str | N
         if node.run_key:
             runs_by_key[node.run_key] = node  # the newest run of a key is the one a re-request followed
     links = {n.run_id: predecessor(n, runs_by_key, previous_key) for n in by_id.values()}
+    for node in by_id.values():
+        # A parent deleted by retention: the re-execution still belongs to its root's chain.
+        link = links[node.run_id]
+        if link and link[0] not in by_id and node.root_run_id in by_id and node.root_run_id != node.run_id:
+            links[node.run_id] = (node.root_run_id, RE_EXECUTION)
     members: dict[str, list[str]] = defaultdict(list)
     for run_id in by_id:
         root, seen = run_id, {run_id}
@@ -128,6 +136,7 @@ def _node(record: dg.RunRecord, run: dg.DagsterRun, previous_run_tags: Sequence[
         run_id=run.run_id, job_name=run.job_name, outcome=outcome_of(run.status, tags),
         created_at=_as_utc(record.create_timestamp),
         run_key=tags.get(RUN_KEY_TAG), parent_run_id=parent_run_id_of(run),
+        root_run_id=run.root_run_id or tags.get(TAG_ROOT_RUN_ID),
         previous_run_id=next((tags[t] for t in previous_run_tags if tags.get(t)), None),
     )
 
@@ -149,7 +158,7 @@ def run_chains(
     while pending and lookups < _MAX_LOOKUPS:
         node = pending.pop()
         wanted: list[dg.RunsFilter] = []
-        for run_id in (node.parent_run_id, node.previous_run_id):
+        for run_id in (node.parent_run_id, node.root_run_id, node.previous_run_id):
             if run_id and run_id not in nodes:
                 wanted.append(dg.RunsFilter(run_ids=[run_id]))
         if node.run_key and (key := previous_key(node.run_key)) and key not in keys:

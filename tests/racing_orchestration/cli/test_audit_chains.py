@@ -58,11 +58,14 @@ def test_build_chains_follows_each_kind_of_link_and_leaves_single_runs_out() -> 
         node("m1", 2, job="scrape", parent_run_id="m0", outcome="success"),  # re-execution
         node("alone", 3, run_key="r9:t60", outcome="success"),
         node("orphan", 4, previous_run_id="gone"),  # its predecessor was deleted: no chain
+        node("x0", 10, job="scrape"),
+        node("x2", 12, job="scrape", parent_run_id="x1-deleted", root_run_id="x0", outcome="success"),
     ]
     chains = build_chains(nodes, previous_request_key)
     assert [[(l.run_id, l.linked_by, l.previous_run_id) for l in c.links] for c in chains] == [
         [("a0", None, None), ("a1", NEXT_ATTEMPT, "a0"), ("a1r", RE_REQUEST, "a1")],
         [("m0", None, None), ("m1", RE_EXECUTION, "m0")],
+        [("x0", None, None), ("x2", RE_EXECUTION, "x0")],  # its parent is gone: linked to the root
     ]
     assert chains[0].final_outcome == "success" and chains[0].linked_by == [NEXT_ATTEMPT, RE_REQUEST]
 
