@@ -6,7 +6,7 @@ then fails with the reason in the ledger and the run's tags; a post-race run fol
 way nothing partial is written, every call is in the `scrapes` audit, and a later good payload is taken once.
 """
 
-import copy
+import datetime as dt
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -153,7 +153,7 @@ def test_pre_race_malformed_payload_fails_with_a_reason_then_a_good_one_is_taken
     retry_clock = DagsterRetryClock.install(monkeypatch)
     race_db = sample_race_db
     with race_db.begin() as conn:
-        claim_checkpoint(conn, RACE_ID, "t15", dt_now())
+        claim_checkpoint(conn, RACE_ID, "t15", dt.datetime.now(dt.UTC))
     transport = EventTransport(good_event)
     bad = corrupt(good_event)
     transport.queue = [bad, bad, bad]
@@ -190,7 +190,7 @@ def test_pre_race_malformed_then_good_within_one_run_takes_the_snapshot_once(
     retry_clock = DagsterRetryClock.install(monkeypatch)
     race_db = sample_race_db
     with race_db.begin() as conn:
-        claim_checkpoint(conn, RACE_ID, "t15", dt_now())
+        claim_checkpoint(conn, RACE_ID, "t15", dt.datetime.now(dt.UTC))
     transport = EventTransport(good_event)
     transport.queue = [MALFORMED[0][1](good_event)]
     result = _run(pre_race_t15, "t15", pg_instance, transport, race_db)
@@ -209,7 +209,7 @@ def test_post_race_malformed_payload_follows_the_chain_then_takes_the_result_onc
         pg_instance, sample_race_db, good_event, corrupt, reason) -> None:
     race_db = sample_race_db
     with race_db.begin() as conn:
-        claim_checkpoint(conn, RACE_ID, "post", dt_now())
+        claim_checkpoint(conn, RACE_ID, "post", dt.datetime.now(dt.UTC))
     transport = EventTransport(good_event)
     transport.queue = [corrupt(good_event)]
     first = _run(post_race_t5, "post", pg_instance, transport, race_db, attempt=0)
@@ -241,7 +241,7 @@ def test_post_race_malformed_payload_follows_the_chain_then_takes_the_result_onc
 def test_post_race_malformed_at_the_last_check_fails_with_a_reason(pg_instance, sample_race_db, good_event) -> None:
     race_db = sample_race_db
     with race_db.begin() as conn:
-        claim_checkpoint(conn, RACE_ID, "post", dt_now())
+        claim_checkpoint(conn, RACE_ID, "post", dt.datetime.now(dt.UTC))
     transport = EventTransport(good_event)
     transport.queue = [MALFORMED[4][1](good_event)]  # data.race missing
     result = _run(post_race_t5, "post", pg_instance, transport, race_db, attempt=3)
@@ -253,9 +253,3 @@ def test_post_race_malformed_at_the_last_check_fails_with_a_reason(pg_instance, 
     assert run.tags[TAG_OUTCOME] == "failed" and "data.race" in run.tags["racing/error"]
     assert _counts(race_db) == dict.fromkeys(WRITTEN_TABLES, 0)
     assert [c.outcome for c in _calls(race_db, result.run_id)] == ["error"]
-
-
-def dt_now():
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC)
