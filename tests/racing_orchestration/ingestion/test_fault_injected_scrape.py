@@ -27,8 +27,8 @@ DAYS = [FIRST_DAY + dt.timedelta(days=n) for n in range(7)]  # 7 days x 3 catego
 COUNTRIES = ("NZ", "AUS")
 # The fault mix (10-20% 5xx, 5-10% timeouts, 2-5% malformed, 5-10% 429): the upper end of each range.
 FAULTS = {"error_5xx_rate": 0.20, "timeout_rate": 0.10, "malformed_rate": 0.05, "rate_limit_rate": 0.10}
-CLIENT_TIMEOUT_SECONDS = 1.0
-FEED_TIMEOUT_HOLD_SECONDS = 2.0
+CLIENT_TIMEOUT_SECONDS = 3.0
+FEED_TIMEOUT_HOLD_SECONDS = 4.0
 
 
 def faulty_feed_scrape_job(base_url: str, db_url: str) -> dg.JobDefinition:
@@ -38,6 +38,9 @@ def faulty_feed_scrape_job(base_url: str, db_url: str) -> dg.JobDefinition:
     return dg.Definitions(jobs=[morning_scrape], resources={"tab_client": client, "race_db": RaceDatabase(url=db_url)}
                           ).resolve_job_def("morning_scrape")
 
+
+# How the audit (`scrapes.error`) names each kind of fault the feed injects.
+AUDIT_TEXT = {"5xx": "HTTP 503", "timeout": "timeout after", "malformed": "not valid JSON", "429": "HTTP 429"}
 
 # (table, natural key) of every row the morning scrape writes.
 NATURAL_KEYS = [
@@ -65,12 +68,8 @@ def _figures(race_db: RaceDatabase, expected_meetings: set[str], expected_races:
         "calls": len(calls),
         "calls_retried_in_client": sum(c.attempts > 1 for c in calls),
         "calls_failed": sum(c.outcome == "error" for c in calls),
-        "failed_by_kind": {
-            "5xx": sum(c.outcome == "error" and "HTTP 503" in (c.error or "") for c in calls),
-            "429": sum(c.outcome == "error" and "HTTP 429" in (c.error or "") for c in calls),
-            "timeout": sum(c.outcome == "error" and "timeout" in (c.error or "") for c in calls),
-            "malformed": sum(c.outcome == "error" and "not valid JSON" in (c.error or "") for c in calls),
-        },
+        # Every attempt's problem is on its call's audit row (recovered or not): count them per kind.
+        "audited_faults": {kind: sum((c.error or "").count(text) for c in calls) for kind, text in AUDIT_TEXT.items()},
     }
 
 
@@ -99,9 +98,10 @@ def test_fault_injected_morning_scrape_reaches_every_meeting_and_race_once(pg_in
           f"{step_retries} step retries; {figures}")
     # The faults happened, each kind, and the audit shows them.
     assert set(injected) == {"5xx", "timeout", "malformed", "429"} and all(injected.values()), injected
-    assert figures["calls_retried_in_client"] > 0
-    assert figures["failed_by_kind"]["malformed"] > 0  # a malformed body is not retried in the client: a step retry
-    assert step_retries > 0
+    audited = figures["audited_faults"]
+    assert {k: audited[k] for k in ("5xx", "malformed", "429")} == {k: injected[k] for k in ("5xx", "malformed", "429")}
+    assert audited["timeout"] >= injected["timeout"]  # a loaded machine may add a genuine client timeout
+    assert figures["calls_retried_in_client"] > 0 and figures["calls_failed"] > 0 and step_retries > 0
     # ...and still everything, once.
     assert success and run.tags["racing/outcome"] == "success", run.tags.get("racing/error")
     assert figures["meetings"] == (len(expected_meetings), len(expected_meetings))
