@@ -39,4 +39,6 @@ def mark_ledger(race_db: RaceDatabase, race_id: str, checkpoint: str, state: str
 
 
 def now_utc() -> dt.datetime:
+    """The checkpoint jobs' clock (snapshot times, the post-race chain's next_attempt_at); tests replace
+    `racing_orchestration.checkpoints.jobs.now_utc` to run the real 5/5/10-minute chain without waiting."""
     return dt.datetime.now(dt.UTC)

@@ -51,6 +51,8 @@ class ApiCall:
     duration_ms: float
     attempts: int
     items: int
+    # An error call's reason (with its earlier attempts' problems); for an ok call that needed retries, the
+    # transient problems it recovered from ("recovered after HTTP 503; HTTP 429"), so the audit shows every fault.
     error: str | None
     started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
@@ -199,6 +201,10 @@ class TabClient(dg.ConfigurableResource):
             )
 
         problem = ""
+        problems: list[str] = []  # every transient problem of this call's attempts, kept on its audit row
+
+        def earlier(attempts_before: list[str]) -> str:
+            return f"; earlier attempts: {'; '.join(attempts_before)}" if attempts_before else ""
         while attempts < self.max_attempts:
             attempts += 1
             wait = self.retry_backoff_seconds * 2 ** (attempts - 1)
@@ -217,21 +223,23 @@ class TabClient(dg.ConfigurableResource):
                         wait = wait if hinted is None else hinted
                 elif status_code >= 400:
                     error = f"TAB {endpoint} {path}: HTTP {status_code} {_error_text(response)}".strip()
-                    record("error", error=error)
+                    record("error", error=error + earlier(problems))
                     raise TabApiError(error, status_code)
                 else:
                     try:
                         result = parse(_json(response, endpoint), endpoint)
                     except TabPayloadError as exc:
-                        record("error", error=str(exc))
+                        record("error", error=str(exc) + earlier(problems))
                         raise
                     items = len(result) if isinstance(result, list) else 1
-                    record("ok" if items else "empty", items=items)
+                    note = f"recovered after {'; '.join(problems)}" if problems else None
+                    record("ok" if items else "empty", items=items, error=note)
                     return result
+            problems.append(problem)
             if attempts < self.max_attempts:
                 self._sleep(wait)
         error = f"TAB {endpoint} {path}: {problem} (gave up after {attempts} attempts)"
-        record("error", error=error)
+        record("error", error=error + earlier(problems[:-1]))
         raise TabTransientError(error, status_code)
 
 

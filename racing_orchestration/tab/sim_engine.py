@@ -66,7 +66,7 @@ class SimFeed:
         self._days: dict[dt.date, list[SimMeeting]] = {}
         self._meetings: dict[str, SimMeeting] = {}
         self._races: dict[str, tuple[SimMeeting, SimRace]] = {}
-        self._fault_counter = 0
+        self._fault_counters: Counter[str] = Counter()  # requests per target, for the fault draws
         self._fault_queue: list[str] = []
         self._counts: Counter[str] = Counter()
         self.last_headers: dict[str, str] = {}
@@ -135,13 +135,15 @@ class SimFeed:
         with self._lock:
             self._fault_queue.extend(kinds)
 
-    def draw_fault(self) -> str | None:
-        """The fault for the next API request: queued ones first, then a draw from a per-request RNG."""
+    def draw_fault(self, target: str = "") -> str | None:
+        """The fault for the next request of `target`: queued ones first, then a draw from an RNG seeded with the
+        seed, the target and how many times it was requested before. Concurrent clients (the morning scrape's
+        threads) then meet the same faults on every run whatever order their requests arrive in."""
         with self._lock:
             if self._fault_queue:
                 return self._fault_queue.pop(0)
-            self._fault_counter += 1
-            roll = random.Random(f"{self.config.seed}:fault:{self._fault_counter}").random()
+            self._fault_counters[target] += 1
+            roll = random.Random(f"{self.config.seed}:fault:{target}:{self._fault_counters[target]}").random()
         c = self.config
         rates = (c.error_5xx_rate, c.timeout_rate, c.malformed_rate, c.rate_limit_rate)
         for kind, rate in zip(FAULT_KINDS, rates, strict=True):
@@ -194,7 +196,7 @@ class SimFeed:
             self.last_headers = dict(headers)
             if peer:
                 self._peers.add(peer)
-        response = self._fault(self.draw_fault(), target) or self._api(method, parts, query, target)
+        response = self._fault(self.draw_fault(target), target) or self._api(method, parts, query, target)
         response.hold_seconds += self.config.latency_ms / 1000
         if endpoint == "/events/{id}":
             response.hold_seconds += self.config.events_latency_ms / 1000

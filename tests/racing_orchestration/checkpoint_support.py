@@ -26,6 +26,37 @@ class Clock:
         return self.now
 
 
+class DagsterRetryClock:
+    """The clock Dagster's in-process executor reads between step retries, faked: a step up for retry is due at
+    `time() + delay`, and the executor sleeps until then. Here `sleep` records the wait and moves the clock instead,
+    so a RetryPolicy's real delays (minutes) are asserted without waiting."""
+
+    # Dagster 1.13: ActiveExecution (dagster/_core/execution/plan/active.py) schedules retries with time.time() and
+    # waits in sleep_til_ready() with time.sleep(); the step workers themselves never read this module attribute.
+    MODULE = "dagster._core.execution.plan.active"
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+        self.waits: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+    @classmethod
+    def install(cls, monkeypatch) -> DagsterRetryClock:
+        import importlib
+
+        clock = cls()
+        module = importlib.import_module(cls.MODULE)
+        assert hasattr(module, "time"), f"{cls.MODULE} no longer uses the time module: find Dagster's retry wait again"
+        monkeypatch.setattr(module, "time", clock)
+        return clock
+
+
 def get_json(feed: SimFeed, path: str) -> object:
     import json
 

@@ -231,3 +231,29 @@ def test_resource_in_a_dagster_asset(feed_server: SimFeedServer) -> None:
 )
 def test_retry_after_seconds(header: str | None, cap: float, expected: float | None) -> None:
     assert retry_after_seconds(header, cap) == expected
+
+
+@pytest.mark.api
+@pytest.mark.parametrize(
+    ("faults", "outcome", "error"),
+    [
+        ((), "ok", None),
+        (("5xx", "429"), "ok", "recovered after HTTP 503; HTTP 429"),
+        (("5xx", "malformed"), "error", "; earlier attempts: HTTP 503"),
+        (("429", "5xx", "5xx"), "error", "HTTP 503 (gave up after 3 attempts); earlier attempts: HTTP 429; HTTP 503"),
+    ],
+)
+def test_the_call_record_keeps_every_attempts_problem(feed_server: SimFeedServer, faults, outcome, error) -> None:
+    """The `scrapes` audit row of a call shows each fault it met, also the ones a later attempt recovered from."""
+    feed_server.feed.queue_faults(*faults)
+    client = make_client(feed_server, retry_after_cap_seconds=0.01)
+    try:
+        client.list_meetings(today(feed_server), "T", "NZ")
+    except (TabTransientError, TabPayloadError):
+        pass
+    (call,) = client.calls
+    assert call.outcome == outcome
+    if error is None:
+        assert call.error is None
+    else:
+        assert call.error.endswith(error), call.error
