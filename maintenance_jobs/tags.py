@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-TAG_TASK = "maintenance/task"
+from orchestration_core.run_outcome import TAG_MAINTENANCE_TASK
+
+TAG_TASK = TAG_MAINTENANCE_TASK  # the registry task the run executes
 TAG_SERVICE = "maintenance/service"
 TAG_EXECUTOR = "maintenance/executor"
 TAG_TRIGGERED_BY = "maintenance/triggered_by"  # scheduler | manual | retry
