@@ -11,6 +11,12 @@ TAG_TRIGGERED_BY = "maintenance/triggered_by"  # scheduler | manual | retry
 TAG_PRIORITY = "maintenance/priority"  # the task's 1-100 priority (1 = most urgent)
 TAG_SCHEDULED_MINUTE = "maintenance/scheduled_minute"  # local ISO minute the scheduler ran it for
 TAG_OUTPUT = "maintenance/output"  # the executor's message (scrubbed, truncated)
+# On a run re-launched for one that died for an infrastructure reason (lost_runs.py): the dead run's id, and how many
+# re-launches its chain has had (copied to Dagster's retries of the re-launch, so the bound holds across both).
+TAG_RELAUNCH_OF = "maintenance/relaunch_of"
+TAG_RELAUNCH_NUMBER = "maintenance/relaunch_number"
+# On a failed run the guard has decided: dagster_retried | relaunched | reported (the reason is in racing/error).
+TAG_INFRA_LOSS = "maintenance/infra_loss"
 TAG_STATUS = "maintenance/status"  # success | failed | timeout | canceled, written when the run ends
 
 TRIGGERED_BY = ("scheduler", "manual", "retry")

@@ -16,7 +16,11 @@ from orchestration_core.audit.cleanup import prune_successful_runs
 from tests.control_api.conftest import RunningApi
 from tests.control_api.test_metrics_and_status import samples, value
 from tests.deploy.test_prometheus import RULES_FILE, promtool
-from tests.orchestration_core.audit.run_factory import RunFactory, backdate_finished_run, doc_sync_stand_in
+from tests.orchestration_core.audit.run_factory import (
+    RunFactory,
+    backdate_finished_run,
+    doc_sync_stand_in,
+)
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
 S = dg.DagsterRunStatus
