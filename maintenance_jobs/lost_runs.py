@@ -20,7 +20,8 @@ So this guard, a sensor of the maintenance location, looks at each failed mainte
   still exists and is enabled and the run either never reached its op (nothing was done, so repeating is safe) or the
   task allows repeats (max_retries > 0). Otherwise it is reported: an alert through the alert webhook.
 Either way the dead run's `racing/error` tag says what happened (GET /executions shows it as `error`) and
-`maintenance/infra_loss` records the decision, so each run is decided once.
+`maintenance/guard_verdict` records the decision, so each run is decided once. A verdict is written only once
+Dagster's own decision is final (no retry pending), so Dagster's retries never inherit one.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import sqlalchemy as sa
 from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
 from maintenance_jobs.registry import get_task
 from maintenance_jobs.tags import (
-    TAG_INFRA_LOSS,
+    TAG_GUARD_VERDICT,
+    TAG_GUARD_VERDICT_RUN,
     TAG_RELAUNCH_NUMBER,
     TAG_RELAUNCH_OF,
     TAG_SCHEDULED_MINUTE,
@@ -52,7 +54,8 @@ MAX_RELAUNCHES = 2
 DAGSTER_RETRY_WAIT = dt.timedelta(minutes=5)
 # Failed runs last updated this long ago are no longer looked at (a tick reads only recent failures).
 LOOKBACK = dt.timedelta(hours=24)
-MAX_RUNS_PER_TICK = 100
+PAGE_SIZE = 100
+MAX_DECISIONS_PER_TICK = 100  # bounds one tick's event reads after a long outage; the rest go next tick
 
 # run monitoring's message when it cancels a run for exceeding dagster/max_runtime (the registry's `timeout`)
 MAX_RUNTIME_MARKER = "exceeding maximum runtime"
@@ -102,18 +105,26 @@ def death_cause(run: DeadRun) -> str:
     return f"died {where} ({reason}), not a failure reported by the task"
 
 
+def relaunch_number(tags: dict[str, str], unreadable: int) -> int:
+    """Re-launches so far in the run's chain; an unreadable tag (edited by hand) counts as `unreadable`."""
+    try:
+        return int(tags.get(TAG_RELAUNCH_NUMBER) or 0)
+    except ValueError:
+        return unreadable
+
+
 def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, max_relaunches: int = MAX_RELAUNCHES,
            dagster_retry_wait: dt.timedelta = DAGSTER_RETRY_WAIT) -> Decision:
     """Relaunch, report, or leave to Dagster / the task: see the module docstring."""
+    retry_pending = run.tags.get(WILL_RETRY) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID)
+    if retry_pending and (run.ended_at is None or now - run.ended_at < dagster_retry_wait):
+        return Decision(Verdict.WAIT, "Dagster will retry it")
     if run.op_reported_failure or run.hit_max_runtime:
-        return Decision(Verdict.TASK_FAILURE)
-    if run.tags.get(WILL_RETRY) == "true":
-        if retry := run.tags.get(AUTO_RETRY_RUN_ID):
-            return Decision(Verdict.DAGSTER_RETRIED, f"Dagster retried it as run {retry}")
-        if run.ended_at is None or now - run.ended_at < dagster_retry_wait:
-            return Decision(Verdict.WAIT, "Dagster will retry it")
-        # Dagster said it would retry but no retry came (daemon down or failing): the guard acts.
-    relaunches = int(run.tags.get(TAG_RELAUNCH_NUMBER, "0") or 0)
+        return Decision(Verdict.TASK_FAILURE, "a failure the task reported (or its max runtime): left to the task")
+    if retry := run.tags.get(AUTO_RETRY_RUN_ID):
+        return Decision(Verdict.DAGSTER_RETRIED, f"Dagster retried it as run {retry}")
+    # Not retried by Dagster; or it said it would, but no retry came (its daemon down or failing): the guard acts.
+    relaunches = relaunch_number(run.tags, unreadable=max_relaunches)
     if relaunches >= max_relaunches:
         return Decision(Verdict.REPORT, f"not re-launched: already re-launched {relaunches} times")
     if not task.exists:
@@ -134,7 +145,7 @@ def relaunch_request(task, dead: DeadRun) -> dg.RunRequest:
     job, _ = job_and_op(task.executor)
     tags = run_tags_for(task, "retry") | {
         TAG_RELAUNCH_OF: dead.run_id,
-        TAG_RELAUNCH_NUMBER: str(int(dead.tags.get(TAG_RELAUNCH_NUMBER, "0") or 0) + 1),
+        TAG_RELAUNCH_NUMBER: str(relaunch_number(dead.tags, unreadable=MAX_RELAUNCHES) + 1),
     }
     if minute := dead.tags.get(TAG_SCHEDULED_MINUTE):
         tags[TAG_SCHEDULED_MINUTE] = minute
@@ -179,18 +190,19 @@ class GuardTick:
 def guard_tick(instance: dg.DagsterInstance, engine: sa.Engine, alert_webhook: AlertWebhook,
                now: dt.datetime) -> GuardTick:
     """Decide every undecided failed maintenance run of the last LOOKBACK; tag each decision on the run."""
-    filters = dg.RunsFilter(tags={TAG_KIND: KIND_MAINTENANCE}, statuses=[dg.DagsterRunStatus.FAILURE],
-                            updated_after=(now - LOOKBACK).astimezone(dt.UTC).replace(tzinfo=None))
-    records = [r for r in instance.get_run_records(filters=filters, limit=MAX_RUNS_PER_TICK)
-               if TAG_INFRA_LOSS not in r.dagster_run.tags]
     requests: list[dg.RunRequest] = []
     notes: list[str] = []
-    for record in reversed(records):  # oldest first
+    undecided = [r for r in _recent_failures(instance, now) if r.dagster_run.tags.get(TAG_GUARD_VERDICT_RUN)
+                 != r.dagster_run.run_id]
+    for record in undecided[-MAX_DECISIONS_PER_TICK:][::-1]:  # oldest first
         dead = _dead_run(instance, record)
         decision = decide(dead, _task_state(engine, dead.task_name), now)
-        if decision.verdict in (Verdict.TASK_FAILURE, Verdict.WAIT):
+        if decision.verdict == Verdict.WAIT:
             continue
         note = f"{dead.run_id} ({dead.task_name}): {death_cause(dead)}; {decision.reason}"
+        if decision.verdict == Verdict.TASK_FAILURE:
+            _record(instance, dead, decision.verdict, None)  # its own error tag stays
+            continue
         if decision.verdict == Verdict.DAGSTER_RETRIED:
             _record(instance, dead, decision.verdict, note)
         elif (relaunched := _relaunched_as(instance, dead)) is not None:
@@ -216,6 +228,20 @@ def guard_tick(instance: dg.DagsterInstance, engine: sa.Engine, alert_webhook: A
     return GuardTick(requests, notes)
 
 
+def _recent_failures(instance: dg.DagsterInstance, now: dt.datetime) -> list[dg.RunRecord]:
+    """Failed maintenance runs updated within LOOKBACK, newest first, a page at a time (read-only paging)."""
+    filters = dg.RunsFilter(tags={TAG_KIND: KIND_MAINTENANCE}, statuses=[dg.DagsterRunStatus.FAILURE],
+                            updated_after=(now - LOOKBACK).astimezone(dt.UTC).replace(tzinfo=None))
+    found: list[dg.RunRecord] = []
+    cursor = None
+    while page := instance.get_run_records(filters=filters, limit=PAGE_SIZE, cursor=cursor):
+        found += page
+        if len(page) < PAGE_SIZE:
+            break
+        cursor = page[-1].dagster_run.run_id
+    return found
+
+
 def _relaunched_as(instance: dg.DagsterInstance, dead: DeadRun) -> str | None:
     """The id of the run re-launched for `dead` (the first; its own Dagster retries carry the same tag)."""
     records = instance.get_run_records(filters=dg.RunsFilter(tags={TAG_RELAUNCH_OF: dead.run_id}), limit=1,
@@ -231,8 +257,9 @@ def _report(alert_webhook: AlertWebhook, dead: DeadRun, reason: str) -> bool:
     return True
 
 
-def _record(instance: dg.DagsterInstance, dead: DeadRun, verdict: Verdict, note: str) -> None:
-    instance.add_run_tags(dead.run_id, {TAG_INFRA_LOSS: verdict.value, TAG_ERROR: note[:500]})
+def _record(instance: dg.DagsterInstance, dead: DeadRun, verdict: Verdict, note: str | None) -> None:
+    tags = {TAG_GUARD_VERDICT: verdict.value, TAG_GUARD_VERDICT_RUN: dead.run_id}
+    instance.add_run_tags(dead.run_id, tags | ({TAG_ERROR: note[:500]} if note else {}))
 
 
 def tick_summary(notes: Sequence[str]) -> str:

@@ -15,8 +15,10 @@ TAG_OUTPUT = "maintenance/output"  # the executor's message (scrubbed, truncated
 # re-launches its chain has had (copied to Dagster's retries of the re-launch, so the bound holds across both).
 TAG_RELAUNCH_OF = "maintenance/relaunch_of"
 TAG_RELAUNCH_NUMBER = "maintenance/relaunch_number"
-# On a failed run the guard has decided: dagster_retried | relaunched | reported (the reason is in racing/error).
-TAG_INFRA_LOSS = "maintenance/infra_loss"
+# On a failed run the guard has decided: task_failure | dagster_retried | relaunched | reported (the reason is in
+# racing/error), and the id of the run that verdict is about: Dagster's retries copy tags, so a copied one is ignored.
+TAG_GUARD_VERDICT = "maintenance/guard_verdict"
+TAG_GUARD_VERDICT_RUN = "maintenance/guard_verdict_run"
 TAG_STATUS = "maintenance/status"  # success | failed | timeout | canceled, written when the run ends
 
 TRIGGERED_BY = ("scheduler", "manual", "retry")

@@ -41,8 +41,8 @@ TZ = "Pacific/Auckland"
 S = dg.DagsterRunStatus
 WILL_RETRY = "dagster/will_retry"
 # The guard's tags (maintenance_jobs/tags.py), spelled out so that this file runs against code without the guard.
-TAG_INFRA_LOSS, TAG_RELAUNCH_OF, TAG_RELAUNCH_NUMBER = (
-    "maintenance/infra_loss", "maintenance/relaunch_of", "maintenance/relaunch_number")
+TAG_VERDICT, TAG_RELAUNCH_OF, TAG_RELAUNCH_NUMBER = (
+    "maintenance/guard_verdict", "maintenance/relaunch_of", "maintenance/relaunch_number")
 
 
 # ---- against Dagster's real retry daemon and run monitoring ----
@@ -200,7 +200,7 @@ def test_a_run_that_timed_out_starting_is_relaunched_though_dagster_does_not_ret
     clock.advance(minutes=1)
     assert deployment.guard_and_launch() == []  # recorded, not requested twice
     recorded = deployment.instance.get_run_by_id(first.run_id).tags
-    assert recorded[TAG_INFRA_LOSS] == "relaunched"
+    assert recorded[TAG_VERDICT] == "relaunched"
     assert f"re-launched as run {relaunch.run_id}" in recorded["racing/error"]
     assert "START_TIMEOUT" in recorded["racing/error"]
 
@@ -242,7 +242,7 @@ def test_the_outage_that_lost_a_run_and_its_retry_relaunches_it_bounded_then_ale
     [alert] = webhook.posts
     assert alert["text"].startswith(f"Maintenance run lost: {task}")
     assert lost[-1].run_id in alert["text"] and "already re-launched 2 times" in alert["text"]
-    outcomes = {r.run_id: r.tags.get(TAG_INFRA_LOSS) for r in deployment.runs_of(task)}
+    outcomes = {r.run_id: r.tags.get(TAG_VERDICT) for r in deployment.runs_of(task)}
     assert list(outcomes.values()) == ["dagster_retried", "relaunched", "dagster_retried", "relaunched",
                                        "dagster_retried", "reported"]
     # GET /executions shows every run of the chain with what happened to it.
@@ -268,7 +268,9 @@ def test_a_failure_the_op_reported_is_left_to_the_task(deployment: Deployment, c
     assert deployment.instance.get_run_by_id(result.run_id).tags["racing/outcome"] == "failed"
     clock.advance(minutes=10)
     assert deployment.guard_and_launch() == []
-    assert TAG_INFRA_LOSS not in deployment.instance.get_run_by_id(result.run_id).tags
+    tags = deployment.instance.get_run_by_id(result.run_id).tags
+    assert tags[TAG_VERDICT] == "task_failure"
+    assert "no_such_plugin" in tags["racing/error"] and "died" not in tags["racing/error"]  # the op's own error
 
 
 def test_reported_without_a_webhook_is_still_visible(deployment: Deployment, clock: Clock) -> None:
@@ -279,6 +281,6 @@ def test_reported_without_a_webhook_is_still_visible(deployment: Deployment, clo
     clock.advance(minutes=1)
     assert deployment.guard() == []
     tags = deployment.instance.get_run_by_id(run.run_id).tags
-    assert tags[TAG_INFRA_LOSS] == "reported"
+    assert tags[TAG_VERDICT] == "reported"
     assert "max_retries is 0" in tags["racing/error"] and "alerts disabled" in tags["racing/error"]
 

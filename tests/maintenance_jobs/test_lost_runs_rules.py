@@ -27,6 +27,9 @@ ENABLED = TaskState(True, True, 0)
 @pytest.mark.parametrize(("run", "task", "now", "expected"), [
     (dead(op_reported_failure=True), ENABLED, MINUTE, Verdict.TASK_FAILURE),
     (dead(hit_max_runtime=True), ENABLED, MINUTE, Verdict.TASK_FAILURE),
+    # Decided only once Dagster's own decision is final, so its retry never inherits the verdict tag.
+    (dead(op_reported_failure=True, tags={WILL_RETRY: "true"}), ENABLED, MINUTE, Verdict.WAIT),
+    (dead(op_reported_failure=True, tags={WILL_RETRY: "true", RETRY_OF: "r2"}), ENABLED, MINUTE, Verdict.TASK_FAILURE),
     (dead(tags={WILL_RETRY: "true"}), ENABLED, MINUTE + dt.timedelta(minutes=4), Verdict.WAIT),
     (dead(tags={WILL_RETRY: "true", RETRY_OF: "r2"}), ENABLED, MINUTE, Verdict.DAGSTER_RETRIED),
     # Dagster promised a retry that never came (its daemon down or failing): the guard acts.
@@ -36,6 +39,7 @@ ENABLED = TaskState(True, True, 0)
     (dead(op_started=True), TaskState(True, True, 1), MINUTE, Verdict.RELAUNCH),
     (dead(tags={TAG_RELAUNCH_NUMBER: "1"}), ENABLED, MINUTE, Verdict.RELAUNCH),
     (dead(tags={TAG_RELAUNCH_NUMBER: "2"}), ENABLED, MINUTE, Verdict.REPORT),  # the bound
+    (dead(tags={TAG_RELAUNCH_NUMBER: "two"}), ENABLED, MINUTE, Verdict.REPORT),  # edited by hand: no more re-launches
     (dead(), TaskState(True, False, 3), MINUTE, Verdict.REPORT),  # disabled since
     (dead(), TaskState(False), MINUTE, Verdict.REPORT),  # deleted since
 ])
