@@ -6,6 +6,7 @@ from maintenance_jobs.jobs import MAINTENANCE_JOBS
 from maintenance_jobs.resources import GiteaResource, MaintenanceRegistryResource
 from maintenance_jobs.sensors import MAINTENANCE_SENSORS
 from maintenance_jobs.settings import maintenance_settings
+from orchestration_core.audit.alerts import alert_webhook_from_env
 
 settings = maintenance_settings()
 
@@ -24,5 +25,7 @@ defs = dg.Definitions(
             token=dg.EnvVar("GITEA_TOKEN"),
             work_dir=settings.work_dir,
         ),
+        # The guard of runs lost to infrastructure reports through the same webhook as the failure alerts.
+        "alert_webhook": alert_webhook_from_env(),
     },
 )

@@ -9,13 +9,12 @@ from dataclasses import dataclass
 import dagster as dg
 from maintenance_jobs.dispatch import scheduled_run_request
 from maintenance_jobs.jobs import MAINTENANCE_JOBS
+from maintenance_jobs.lost_runs import MAX_RUNTIME_MARKER, guard_tick, tick_summary
 from maintenance_jobs.registry import due_runs, record_run_end
 from maintenance_jobs.resources import MaintenanceRegistryResource
 from maintenance_jobs.schedule import plan_window, wall_clock_slots
 from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
-
-# run monitoring's message when it cancels a run for exceeding dagster/max_runtime
-_MAX_RUNTIME_MARKER = "exceeding maximum runtime"
+from orchestration_core.audit.alert_webhook import AlertWebhook
 
 
 def utc_now() -> dt.datetime:
@@ -71,9 +70,28 @@ def maintenance_dispatcher(
     return tick.result
 
 
+@dg.sensor(
+    name="maintenance_run_guard",
+    jobs=MAINTENANCE_JOBS,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every minute: re-launch (bounded) or report maintenance runs that died for an infrastructure reason "
+    "and that Dagster's run retries will not retry.",
+)
+def maintenance_run_guard(
+    context: dg.SensorEvaluationContext, maintenance_registry: MaintenanceRegistryResource, alert_webhook: AlertWebhook
+) -> dg.SensorResult:
+    tick = guard_tick(context.instance, maintenance_registry.engine(), alert_webhook, utc_now())
+    for note in tick.notes:
+        context.log.warning(note)
+    if tick.requests:
+        return dg.SensorResult(run_requests=tick.requests)
+    return dg.SensorResult(skip_reason=dg.SkipReason(tick_summary(tick.notes)))
+
+
 def classify_run_end(status: dg.DagsterRunStatus, canceling_messages: Iterable[str]) -> str:
     """The registry status of a finished run: success, failed, timeout (max runtime exceeded) or canceled."""
-    if any(_MAX_RUNTIME_MARKER in (m or "") for m in canceling_messages):
+    if any(MAX_RUNTIME_MARKER in (m or "") for m in canceling_messages):
         return "timeout"
     if status == dg.DagsterRunStatus.SUCCESS:
         return "success"
@@ -121,6 +139,7 @@ record_maintenance_failure = _status_sensor("record_maintenance_failure", dg.Dag
 record_maintenance_canceled = _status_sensor("record_maintenance_canceled", dg.DagsterRunStatus.CANCELED)
 MAINTENANCE_SENSORS = [
     maintenance_dispatcher,
+    maintenance_run_guard,
     record_maintenance_success,
     record_maintenance_failure,
     record_maintenance_canceled,

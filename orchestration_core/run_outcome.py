@@ -20,6 +20,9 @@ TAG_ERROR = "racing/error"
 TAG_KIND = "orchestration/kind"
 KIND_RACING = "racing"
 KIND_MAINTENANCE = "maintenance"
+# The maintenance task a run belongs to (maintenance_jobs.tags.TAG_TASK is this key); retention keeps each task's
+# latest success, so it is named here, below both packages.
+TAG_MAINTENANCE_TASK = "maintenance/task"
 
 _MAX_ERROR_TAG_CHARS = 500
 

@@ -1,4 +1,6 @@
-"""Run retention: delete old successful runs (rows, events, compute-log files); keep all that documents a problem.
+"""Run retention: delete old successful runs (rows, events, compute-log files); keep all that documents a problem,
+and the latest successful run of every job and of every maintenance task whatever its age (the last-success metric,
+the overdue alerts and `/executions` read it: a monthly job's only success must outlive the 14 days).
 
 Paging is ascending by storage id with the cursor only ever set to a run that was *kept*: a deleted run as cursor makes
 the next page empty (its id can no longer be looked up). Each page is decided, deleted and dropped, so memory stays flat.
@@ -16,11 +18,13 @@ from enum import StrEnum
 import dagster as dg
 
 from orchestration_core.audit.bulk_delete import RunDeleter, run_deleter_for
-from orchestration_core.run_outcome import Outcome, outcome_of
+from orchestration_core.run_outcome import TAG_MAINTENANCE_TASK, Outcome, outcome_of
 
 TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 DEFAULT_OLDER_THAN_DAYS = 14
 DEFAULT_BATCH_SIZE = 500
+# Tags whose every value keeps its latest SUCCESS run (besides every job name): one maintenance job runs many tasks.
+KEEP_LATEST_SUCCESS_PER_TAG = (TAG_MAINTENANCE_TASK,)
 _IN_PROGRESS_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
@@ -36,6 +40,7 @@ class KeepReason(StrEnum):
     PARTIAL = "partial"  # SUCCESS status, but some items failed for good
     FAILED_OUTCOME = "failed_outcome"  # SUCCESS status, tagged failed: nothing was processed
     RECOVERS_KEPT_RUN = "recovers_kept_run"  # successful re-execution of a kept failed/canceled/partial run
+    LATEST_SUCCESS = "latest_success"  # the newest SUCCESS run of its job or of its maintenance task
     FAILED = "failed"
     CANCELED = "canceled"
     IN_PROGRESS = "in_progress"  # queued, starting, started, canceling
@@ -108,6 +113,34 @@ def _parents_by_id(instance: dg.DagsterInstance, runs: Iterable[dg.DagsterRun]) 
     return {rec.dagster_run.run_id: rec.dagster_run for rec in records}
 
 
+class LatestSuccesses:
+    """Whether a run is the newest SUCCESS run (by creation) of its job name or of its value of a kept tag.
+
+    One indexed `limit=1` query per distinct job name and tag value met among the candidates, remembered for the whole
+    cleanup: a few dozen queries however many runs are pruned. A run newer than the cutoff that is the latest makes
+    every old run of that name deletable; a name whose latest success is old keeps exactly that one run.
+    """
+
+    def __init__(self, instance: dg.DagsterInstance, tag_keys: Iterable[str] = KEEP_LATEST_SUCCESS_PER_TAG):
+        self._instance = instance
+        self._tag_keys = tuple(tag_keys)
+        self._latest: dict[tuple[str, str], str | None] = {}
+
+    def _latest_id(self, key: tuple[str, str]) -> str | None:
+        if key not in self._latest:
+            kind, value = key
+            where = {"job_name": value} if kind == "" else {"tags": {kind: value}}
+            records = self._instance.get_run_records(
+                filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS], **where), limit=1
+            )
+            self._latest[key] = records[0].dagster_run.run_id if records else None
+        return self._latest[key]
+
+    def is_latest(self, run: dg.DagsterRun) -> bool:
+        keys = [("", run.job_name)] + [(tag, run.tags[tag]) for tag in self._tag_keys if run.tags.get(tag)]
+        return any(self._latest_id(key) == run.run_id for key in keys)
+
+
 def _count_other_kept(instance: dg.DagsterInstance, cutoff: datetime) -> dict[str, int]:
     """Runs the pruning never looks at, counted with one query per reason (cheap, index-backed)."""
     old = {"created_before": cutoff}
@@ -130,7 +163,8 @@ def prune_successful_runs(
     deleter: RunDeleter | None = None,
     log: dg.DagsterLogManager | None = None,
 ) -> CleanupReport:
-    """Delete SUCCESS runs created before the cutoff unless `keep_reason` says otherwise; return what happened."""
+    """Delete SUCCESS runs created before the cutoff unless `keep_reason` says otherwise or the run is the latest
+    success of its job or maintenance task; return what happened."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     started = time.perf_counter()
@@ -138,6 +172,7 @@ def prune_successful_runs(
     report = CleanupReport(cutoff=cutoff, dry_run=dry_run)
     kept: Counter[str] = Counter(_count_other_kept(instance, cutoff))
     deleter = deleter or run_deleter_for(instance)
+    latest = LatestSuccesses(instance)
     # Only SUCCESS runs are candidates; the storage compares naive UTC, so the cutoff is passed in UTC.
     candidates = dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS], created_before=cutoff)
     cursor: str | None = None  # always a run that still exists after this page
@@ -152,6 +187,8 @@ def prune_successful_runs(
         for run in runs:
             parent_id = parent_run_id_of(run)
             reason = keep_reason(run.status, run.tags, _parent_is_kept(parents.get(parent_id) if parent_id else None))
+            if reason is None and latest.is_latest(run):
+                reason = KeepReason.LATEST_SUCCESS
             if reason is not None:
                 kept[reason.value] += 1
                 cursor = run.run_id

@@ -8,6 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from maintenance_jobs.resources import MaintenanceRegistryResource
+from tests.orchestration_core.audit.conftest import webhook  # noqa: F401 (the capturing alert webhook fixture)
 
 
 @pytest.fixture

@@ -57,6 +57,12 @@ def audit_step_retry_job() -> None:
     fail_first_attempt()
 
 
+@dg.job(name="doc_sync_executor")
+def doc_sync_stand_in() -> None:
+    """Runs named like the monthly doc sync's job (retention and its alert look at the name only)."""
+    say_hello()
+
+
 def remote_origin_for(job_name: str, location_name: str = "audit_tests") -> RemoteJobOrigin:
     """The code origin a launched run carries (queued runs require one); points at this module."""
     target = LoadableTargetOrigin(python_file=__file__, attribute="audit_sample_job")
@@ -145,6 +151,27 @@ def backdate_runs(instance: dg.DagsterInstance, run_ids: list[str], created_naiv
                 sa.bindparam("ids", expanding=True)
             ),
             {"ts": created_naive_utc, "ids": list(run_ids)},
+        )
+        if conn.in_transaction():
+            conn.commit()
+
+
+def backdate_finished_run(instance: dg.DagsterInstance, run_id: str, ended: datetime, duration_seconds: float = 60) -> None:
+    """TEST-ONLY: move a finished run wholly into the past: created and started `duration_seconds` before `ended`."""
+    started = ended - timedelta(seconds=duration_seconds)
+    with instance.run_storage.connect() as conn:
+        conn.execute(
+            sa.text(
+                "UPDATE runs SET create_timestamp = :created, update_timestamp = :ended_naive,"
+                " start_time = :start, end_time = :end WHERE run_id = :run_id"
+            ),
+            {
+                "created": started.astimezone(UTC).replace(tzinfo=None),
+                "ended_naive": ended.astimezone(UTC).replace(tzinfo=None),
+                "start": started.timestamp(),
+                "end": ended.timestamp(),
+                "run_id": run_id,
+            },
         )
         if conn.in_transaction():
             conn.commit()

@@ -102,6 +102,7 @@ def test_cleanup_is_idempotent(pg_instance: dg.DagsterInstance) -> None:
     failed = factory.recorded(S.FAILURE, age_days=20)
     factory.recorded(S.SUCCESS, parent=failed, age_days=20)
     doomed = {factory.recorded(S.SUCCESS, age_days=20).run_id for _ in range(2)}
+    factory.recorded(S.SUCCESS, age_days=1)  # the job's latest success: the old ones may go
     first = prune_successful_runs(pg_instance, 14)
     second = prune_successful_runs(pg_instance, 14)
     assert first.deleted == len(doomed)
@@ -125,10 +126,11 @@ def test_real_reexecution_of_failed_run_is_kept(pg_instance: dg.DagsterInstance,
     factory.backdate(failed.run_id, 20)
     factory.backdate(recovered.run_id, 20)
     plain = factory.executed(age_days=20).run_id
+    recent = factory.recorded(S.SUCCESS, age_days=1).run_id  # the sample job's latest success: `plain` may go
 
     report = prune_successful_runs(pg_instance, 14)
 
-    assert {r.run_id for r in pg_instance.get_runs()} == {failed.run_id, recovered.run_id}
+    assert {r.run_id for r in pg_instance.get_runs()} == {failed.run_id, recovered.run_id, recent}
     assert pg_instance.get_run_by_id(plain) is None
     assert report.kept["recovers_kept_run"] == 1
 
@@ -159,3 +161,34 @@ def test_bad_input_is_rejected_before_anything_is_deleted(pg_instance: dg.Dagste
     with pytest.raises(ValueError, match="batch_size"):
         prune_successful_runs(pg_instance, 14, batch_size=0)
     assert pg_instance.get_run_by_id(run.run_id) is not None
+
+
+def test_the_latest_success_of_every_job_and_maintenance_task_is_kept_whatever_its_age(
+    pg_instance: dg.DagsterInstance,
+) -> None:
+    """A monthly doc sync's only success, 40+ days old, survives; so does each task's, and a job's newest old one."""
+    from tests.orchestration_core.audit.run_factory import audit_step_retry_job, doc_sync_stand_in
+
+    factory = RunFactory(pg_instance)
+    fastapi, ollama = {"maintenance/task": "sync_fastapi_docs_monthly"}, {"maintenance/task": "sync_ollama_docs_monthly"}
+
+    def doc_sync(status: dg.DagsterRunStatus, tags: dict[str, str], age_days: float) -> str:
+        return factory.recorded(status, tags=tags, age_days=age_days, job=doc_sync_stand_in).run_id
+
+    older_fastapi = doc_sync(S.SUCCESS, fastapi, 70)
+    latest_fastapi = doc_sync(S.SUCCESS, fastapi, 40)
+    doc_sync(S.FAILURE, fastapi, 9)  # a newer failure does not make the old success deletable
+    latest_ollama = doc_sync(S.SUCCESS, ollama, 45)  # older than fastapi's: kept as its task's latest
+    older_sample = factory.recorded(S.SUCCESS, age_days=30).run_id
+    latest_sample = factory.recorded(S.SUCCESS, age_days=20).run_id  # a job with no recent success keeps its newest
+    old_retry_job = factory.recorded(S.SUCCESS, age_days=20, job=audit_step_retry_job).run_id
+    factory.recorded(S.SUCCESS, age_days=1, job=audit_step_retry_job)  # ... unless a newer success exists
+
+    report = prune_successful_runs(pg_instance, 14, batch_size=2)
+
+    remaining = {r.run_id for r in pg_instance.get_runs()}
+    assert {latest_fastapi, latest_ollama, latest_sample} <= remaining
+    assert not {older_fastapi, older_sample, old_retry_job} & remaining
+    assert report.deleted == 3
+    assert report.kept["latest_success"] == 3
+    assert prune_successful_runs(pg_instance, 14).deleted == 0  # and the next night keeps them too

@@ -19,9 +19,13 @@ S = dg.DagsterRunStatus
 STATUSES = [S.SUCCESS, S.SUCCESS, S.SUCCESS, S.FAILURE, S.CANCELED, S.QUEUED, S.STARTED]
 
 
-def _oracle_deleted(spec: dict, specs: dict[str, dict]) -> bool:
-    """Deleted iff: SUCCESS, older than 14 days, not partial, and not a re-execution of a failed/canceled/partial run."""
+def _oracle_deleted(run_id: str, specs: dict[str, dict]) -> bool:
+    """Deleted iff: SUCCESS, older than 14 days, not partial, not a re-execution of a failed/canceled/partial run, and
+    not the job's latest SUCCESS run (all runs here are of one job; `specs` is in creation order)."""
+    spec = specs[run_id]
     if spec["status"] != S.SUCCESS or spec["age"] <= 14 or spec["partial"]:
+        return False
+    if run_id == [rid for rid, s in specs.items() if s["status"] == S.SUCCESS][-1]:
         return False
     parent = specs.get(spec["parent"]) if spec["parent"] else None
     if parent and (parent["status"] in (S.FAILURE, S.CANCELED) or (parent["status"] == S.SUCCESS and parent["partial"])):
@@ -52,7 +56,7 @@ def test_random_mix_prunes_exactly_what_the_rules_say(pg_instance: dg.DagsterIns
 
     report = prune_successful_runs(pg_instance, 14, batch_size=rng.choice([1, 3, 7, 500]))
 
-    expected_gone = {rid for rid, spec in specs.items() if _oracle_deleted(spec, specs)}
+    expected_gone = {rid for rid in specs if _oracle_deleted(rid, specs)}
     remaining = {r.run_id for r in pg_instance.get_runs()}
     assert remaining == set(specs) - expected_gone
     assert report.deleted == len(expected_gone)

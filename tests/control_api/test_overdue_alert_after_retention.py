@@ -1,0 +1,106 @@
+"""The monthly doc sync's overdue alert end to end: its last success, 40 days old, survives the nightly retention, the
+control API still exports its time on `/metrics` (over HTTP), and `promtool test rules` with that exported value fires
+`JobOverdue` (deploy/prometheus/alerts.yml); 20 days after a success it does not fire."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from orchestration_core.audit.cleanup import prune_successful_runs
+from tests.control_api.conftest import RunningApi
+from tests.control_api.test_metrics_and_status import samples, value
+from tests.deploy.test_prometheus import RULES_FILE, promtool
+from tests.orchestration_core.audit.run_factory import (
+    RunFactory,
+    backdate_finished_run,
+    doc_sync_stand_in,
+)
+
+pytestmark = [pytest.mark.api, pytest.mark.integration]
+S = dg.DagsterRunStatus
+TASK = "sync_fastapi_docs_monthly"
+TAGS = {"maintenance/task": TASK, "orchestration/kind": "maintenance"}  # what every maintenance run carries
+METRIC = "orchestration_last_success_timestamp_seconds"
+EVAL_AFTER = dt.timedelta(minutes=15)  # past the rule's `for: 10m`
+
+
+def humanize_duration(seconds: int) -> str:
+    """Prometheus' humanizeDuration for whole seconds of a day or more (the alert's description)."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days}d {hours}h {minutes}m {secs}s"
+
+
+def rule_test(last_success_age_s: int) -> dict:
+    """A promtool case whose clock starts at the scrape: the exported timestamp becomes `-age` seconds (promtool's
+    time() is 0 at the start), sampled each minute up to the evaluation 15 minutes later."""
+    minutes = int(EVAL_AFTER.total_seconds() // 60)
+    age_at_eval = last_success_age_s + int(EVAL_AFTER.total_seconds())
+    expected = [] if age_at_eval <= 32 * 86400 else [{
+        "exp_labels": {"severity": "warning", "job": "doc_sync_executor"},
+        "exp_annotations": {
+            "summary": "doc_sync_executor has not succeeded within its expected interval",
+            "description": f"The last successful doc_sync_executor run was {humanize_duration(age_at_eval)} ago.",
+        },
+    }]
+    return {
+        "rule_files": [str(RULES_FILE)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": f'{METRIC}{{job="doc_sync_executor"}}',
+                              "values": f"{-last_success_age_s}x{minutes + 5}"}],
+            "alert_rule_test": [{"eval_time": f"{minutes}m", "alertname": "JobOverdue", "exp_alerts": expected}],
+        }],
+    }
+
+
+@pytest.mark.parametrize(("age_days", "fires"), [(40, True), (20, False)])
+def test_doc_sync_overdue_alert_fires_after_40_days_not_after_20(
+    api: RunningApi, tmp_path: Path, age_days: int, fires: bool
+) -> None:
+    instance = api.instance
+    factory = RunFactory(instance)
+    now = dt.datetime.now(dt.UTC)
+    older = factory.recorded(S.SUCCESS, tags=TAGS, job=doc_sync_stand_in)
+    backdate_finished_run(instance, older.run_id, now - dt.timedelta(days=age_days + 30))
+    last_success = factory.recorded(S.SUCCESS, tags=TAGS, job=doc_sync_stand_in)
+    backdate_finished_run(instance, last_success.run_id, now - dt.timedelta(days=age_days))
+
+    report = prune_successful_runs(instance, 14)  # the nightly retention, 14 days
+
+    assert instance.get_run_by_id(older.run_id) is None and report.deleted == 1
+    assert instance.get_run_by_id(last_success.run_id) is not None
+    with api.client() as client:
+        scraped = client.get("/metrics")
+        executions = client.get("/executions", params={"task_name": TASK})
+    assert scraped.status_code == 200 and executions.status_code == 200
+    assert [(e["run_id"], e["status"]) for e in executions.json()] == [(last_success.run_id, "success")]
+    exported = value(samples(scraped.text), METRIC, job="doc_sync_executor")
+    assert exported is not None, "the doc sync's last success is no longer exported"
+    scraped_at = dt.datetime.now(dt.UTC).timestamp()
+    age_s = math.ceil(scraped_at - exported)
+    assert abs(age_s - age_days * 86400) < 600
+
+    case = tmp_path / "doc_sync_overdue_test.yml"
+    case.write_text(yaml.safe_dump(rule_test(age_s)))
+    result = promtool("test", "rules", str(case))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert bool(rule_test(age_s)["tests"][0]["alert_rule_test"][0]["exp_alerts"]) is fires
+
+
+def test_the_rule_case_can_fail(tmp_path: Path) -> None:
+    """The generated case is a real check: claiming the 40-day alert silent (or the 20-day one firing) fails promtool."""
+    for age_days, wrong in ((40, []), (20, [{"exp_labels": {"severity": "warning", "job": "doc_sync_executor"}}])):
+        case = rule_test(age_days * 86400)
+        case["tests"][0]["alert_rule_test"][0]["exp_alerts"] = wrong
+        path = tmp_path / f"wrong_{age_days}.yml"
+        path.write_text(yaml.safe_dump(case))
+        assert promtool("test", "rules", str(path)).returncode != 0
