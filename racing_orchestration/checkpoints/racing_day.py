@@ -127,24 +127,31 @@ def days_to_check(now: dt.datetime, tz: str, days_back: int = SENSOR_DAYS_BACK) 
     return [today - dt.timedelta(days=n) for n in range(days_back, -1, -1)]
 
 
-def completeness_run_key(day: dt.date, last_start: dt.datetime) -> str:
+def completeness_run_key(day: dt.date, last_start: dt.datetime | None) -> str:
     """Once per day and last start time: a race added (or moved) later in the day gets the day checked again."""
-    return f"racing_day:{day.isoformat()}:{last_start.astimezone(dt.UTC):%Y%m%dT%H%M}"
+    when = f"{last_start.astimezone(dt.UTC):%Y%m%dT%H%M}" if last_start is not None else "no-races"
+    return f"racing_day:{day.isoformat()}:{when}"
 
 
-def plan_completeness_runs(last_starts: dict[dt.date, dt.datetime | None], now: dt.datetime,
+def plan_completeness_runs(last_starts: dict[dt.date, dt.datetime | None], now: dt.datetime, tz: str,
                            settle: dt.timedelta = SETTLE_AFTER_LAST_START) -> tuple[list[dg.RunRequest], list[str]]:
-    """Pure: a run request for each day whose last race has settled, and the reason for every day skipped."""
+    """Pure: a run request for each day whose last race has settled, and the reason for every day not requested.
+
+    A day without races is checked once it is over (in `tz`), so every day has a check on record and the
+    `RacingDayNotChecked` alert means the sensor or its runs stopped, not a quiet day."""
     requests: list[dg.RunRequest] = []
     reasons: list[str] = []
     for day, last_start in sorted(last_starts.items()):
         if last_start is None:
-            reasons.append(f"{day}: no races stored")
+            day_over = dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), tzinfo=ZoneInfo(tz))
+            if now < day_over:
+                reasons.append(f"{day}: no races stored")
+                continue
         elif now < last_start + settle:
             reasons.append(f"{day}: waiting until {(last_start + settle).astimezone(dt.UTC):%H:%M} UTC "
                            f"(last race starts {last_start.astimezone(dt.UTC):%H:%M} UTC)")
-        else:
-            requests.append(dg.RunRequest(run_key=completeness_run_key(day, last_start), partition_key=day.isoformat()))
+            continue
+        requests.append(dg.RunRequest(run_key=completeness_run_key(day, last_start), partition_key=day.isoformat()))
     return requests, reasons
 
 
@@ -156,10 +163,10 @@ def plan_completeness_runs(last_starts: dict[dt.date, dt.datetime | None], now: 
     f"({SETTLE_AFTER_LAST_START.total_seconds() / 60:.0f} min after its start); again if a later race is added.",
 )
 def racing_day_completeness_sensor(context: dg.SensorEvaluationContext, race_db: RaceDatabase):
-    now = sensors.sensor_now()
+    now, tz = sensors.sensor_now(), racing_timezone()
     with sensors.sensor_engine(race_db).connect() as conn:
-        last_starts = {day: last_start_of_day(conn, day) for day in days_to_check(now, racing_timezone())}
-    requests, reasons = plan_completeness_runs(last_starts, now)
+        last_starts = {day: last_start_of_day(conn, day) for day in days_to_check(now, tz)}
+    requests, reasons = plan_completeness_runs(last_starts, now, tz)
     if not requests:
         return dg.SkipReason("; ".join(reasons))
     for reason in reasons:

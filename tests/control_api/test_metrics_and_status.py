@@ -279,3 +279,43 @@ def test_health_answers_200_quickly_with_both_databases_up(api: RunningApi) -> N
     body = response.json()
     assert (body["registry_database"], body["dagster_storage"]) == ("ok", "ok")
     assert body["status"] in ("ok", "degraded")  # no daemon heartbeats in this test: degraded, not unavailable
+
+
+def test_racing_day_completeness_figures_of_the_latest_checks(api: RunningApi, postgres_server_url: str,
+                                                              monkeypatch) -> None:
+    """The racing_day checks' stored evaluations, as /metrics exports them: the latest day, counts by class."""
+    import uuid
+
+    from local_stack.embedded_postgres import drop_database, ensure_database
+    from racing_orchestration.checkpoints import sensors
+    from racing_orchestration.checkpoints.racing_day import racing_day
+    from racing_orchestration.race_db.resource import RaceDatabase
+    from tests.racing_orchestration.race_db.test_completeness import DAY, _at, _seed
+
+    name = f"racing_{uuid.uuid4().hex[:12]}"
+    race_db = RaceDatabase(url=ensure_database(postgres_server_url, name))
+    try:
+        upgrade_race_db(race_db.url)
+        with race_db.begin() as conn:
+            _seed(conn)  # DAY: r1 complete; r2 has T-60, T-15 failed with a reason, results still waiting for Final
+        monkeypatch.setattr(sensors, "sensor_now", lambda: _at(180))
+        for day in (DAY - dt.timedelta(days=1), DAY):  # the later evaluation is the one exported
+            dg.materialize([racing_day], partition_key=day.isoformat(), instance=api.instance,
+                           resources={"race_db": race_db})
+    finally:
+        race_db.dispose()
+        drop_database(postgres_server_url, name)
+    found = samples(api.client(None).get("/metrics").text)
+    pre, res, day = "pre_race_snapshots_complete", "results_complete", DAY.isoformat()
+    assert value(found, "racing_day_completeness_ratio", check=pre, day=day) == 1.0
+    assert value(found, "racing_day_completeness_ratio", check=res, day=day) == 0.5
+    items = "racing_day_checkpoint_items"
+    assert [value(found, items, check=pre, day=day, **{"class": c}) for c in ("captured", "explained", "pending",
+                                                                               "missing")] == [3, 1, 0, 0]
+    assert value(found, items, check=res, day=day, **{"class": "pending"}) == 1
+    assert value(found, "racing_day_check_passed", check=pre, day=day) == 1
+    assert value(found, "racing_day_check_passed", check=res, day=day) == 0
+    evaluated = value(found, "racing_day_check_timestamp_seconds", check=res, day=day)
+    assert time.time() - 600 < evaluated <= time.time()
+    assert value(found, "racing_day_check_passed", check=res, day=(DAY - dt.timedelta(days=1)).isoformat()) is None
+    assert value(found, "maintenance_api_metrics_errors", source="racing_day") == 0

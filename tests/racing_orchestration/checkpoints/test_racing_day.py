@@ -77,17 +77,31 @@ def test_checks_fail_on_a_gap_and_pass_once_it_is_filled(pg_instance, race_db: R
     ],
 )
 def test_a_day_is_checked_once_its_last_race_has_settled(now: dt.datetime, requested: bool, reason: str) -> None:
-    requests, reasons = plan_completeness_runs({DAY: START, DAY - dt.timedelta(days=1): None}, now)
-    assert reasons[0] == f"{DAY - dt.timedelta(days=1)}: no races stored"
-    assert [r.partition_key for r in requests] == ([DAY.isoformat()] if requested else [])
-    if not requested:
-        assert reasons[1].startswith(f"{DAY}: {reason}")
+    requests, reasons = plan_completeness_runs({DAY: START}, now, "Pacific/Auckland")
+    assert [(r.partition_key, r.run_key) for r in requests] == (
+        [(DAY.isoformat(), "racing_day:2026-11-29:20261129T0300")] if requested else [])
+    assert reasons == ([] if requested else [f"{DAY}: {reason} (last race starts 03:00 UTC)"])
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("now", "requested"),
+    [
+        (dt.datetime(2026, 11, 29, 10, 59, tzinfo=dt.UTC), False),  # 23:59 NZDT on the day
+        (dt.datetime(2026, 11, 29, 11, 0, tzinfo=dt.UTC), True),  # midnight: the day is over
+    ],
+)
+def test_a_day_without_races_is_checked_once_it_is_over(now: dt.datetime, requested: bool) -> None:
+    requests, reasons = plan_completeness_runs({DAY: None}, now, "Pacific/Auckland")
+    assert [r.run_key for r in requests] == (["racing_day:2026-11-29:no-races"] if requested else [])
+    assert reasons == ([] if requested else [f"{DAY}: no races stored"])
 
 
 @pytest.mark.unit
 def test_run_key_changes_when_a_later_race_is_added() -> None:
     assert completeness_run_key(DAY, START) == "racing_day:2026-11-29:20261129T0300"
     assert completeness_run_key(DAY, START) != completeness_run_key(DAY, _at(20))
+    assert completeness_run_key(DAY, None) == "racing_day:2026-11-29:no-races"
 
 
 @pytest.mark.unit
@@ -120,6 +134,12 @@ def test_sensor_requests_the_settled_day_with_a_stable_key(race_db: RaceDatabase
     with race_db.begin() as conn:
         conn.execute(sa.delete(schema.races).where(schema.races.c.race_id.in_(["r0", "r1", "r2"])))
     with dg.build_sensor_context(resources={"race_db": race_db}) as context:
-        none = racing_day_completeness_sensor(context)
-    assert isinstance(none, dg.SkipReason)
-    assert none.skip_message == f"{yesterday}: no races stored; {DAY}: no races stored"
+        third = racing_day_completeness_sensor(context)
+    # Yesterday is over (NZ time) and has no races left: checked once, so every day has a check on record.
+    assert [r.run_key for r in third.run_requests] == [completeness_run_key(yesterday, None)]
+    monkeypatch.setattr(sensors, "sensor_now", lambda: dt.datetime(2026, 11, 29, 11, 30, tzinfo=dt.UTC))
+    with race_db.begin() as conn:
+        conn.execute(sa.delete(schema.races))
+    with dg.build_sensor_context(resources={"race_db": race_db}) as context:
+        after_midnight = racing_day_completeness_sensor(context)  # 00:30 NZDT on the 30th: the 29th is over
+    assert [r.run_key for r in after_midnight.run_requests] == [completeness_run_key(DAY, None)]
