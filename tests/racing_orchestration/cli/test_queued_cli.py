@@ -142,18 +142,23 @@ def test_check_waits_for_the_queued_run_and_reports_its_end(racing_webserver_url
     monkeypatch.setattr("racing_orchestration.cli.launch.POLL_SECONDS", 0.05)
     _heartbeat(pg_instance, 5)
 
-    def cancel_once_queued() -> None:
-        for _ in range(2000):
+    done = threading.Event()
+
+    def cancel_once_queued() -> None:  # however long the launch takes: the command waits until this cancels
+        while not done.is_set():
             runs = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60"))
             if runs:
                 pg_instance.report_run_canceled(runs[0])
                 return
             time.sleep(0.05)
 
-    canceller = threading.Thread(target=cancel_once_queued)
+    canceller = threading.Thread(target=cancel_once_queued, daemon=True)
     canceller.start()
-    code = racing_main(["check", "R9", "--checkpoint", "t60"])
-    canceller.join()
+    try:
+        code = racing_main(["check", "R9", "--checkpoint", "t60"])
+    finally:
+        done.set()
+        canceller.join()
     out, err = capsys.readouterr()
     [run] = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60"))
     assert run.status == dg.DagsterRunStatus.CANCELED
