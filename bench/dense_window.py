@@ -152,7 +152,7 @@ def main() -> int:
                 break
             except OSError:
                 time.sleep(0.2)
-        scrape = subprocess.run([str(BIN / "racing"), "scrape"], cwd=REPO, env=env, capture_output=True, text=True)
+        scrape = subprocess.run([str(BIN / "racing"), "scrape", "--in-process"], cwd=REPO, env=env, capture_output=True, text=True)
         logs["scrape"].write(scrape.stdout + scrape.stderr)
         engine = sa.create_engine(racing_url)
         now = dt.datetime.now(dt.UTC)

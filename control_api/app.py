@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import uuid
 from contextlib import asynccontextmanager
 
@@ -15,6 +16,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, multiprocess
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from control_api import schedulers
 from control_api.auth import ApiKeyMiddleware, add_security_scheme
 from control_api.config import ApiSettings, settings_from_env
 from control_api.deps import ApiState
@@ -223,6 +225,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
+        # Load both code locations' definitions now (about 1 s), so the first /health lists the schedules and
+        # sensors within its deadline instead of reporting that probe timed out.
+        threading.Thread(target=schedulers.load_definitions, name="load-definitions", daemon=True).start()
         yield
         state.close()
 

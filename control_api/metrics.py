@@ -211,6 +211,69 @@ def tab_request_family(racing: sa.Engine, now: dt.datetime) -> Metric:
     return family
 
 
+# The racing location's `racing_day` asset checks (racing_orchestration/checkpoints/racing_day.py), by name: the
+# control API reads their stored evaluations from the instance, it does not import the racing code.
+RACING_DAY_ASSET = "racing_day"
+RACING_DAY_CHECKS = ("pre_race_snapshots_complete", "results_complete")
+ITEM_CLASSES = ("captured", "explained", "pending", "missing")
+CHECK_HISTORY_LOOKBACK = 5  # executions looked at per check to find the latest completed one (skipping PLANNED)
+
+
+@dataclass(frozen=True)
+class CheckFigures:
+    """The figures of one stored racing_day check evaluation."""
+
+    check: str
+    day: str
+    passed: bool
+    evaluated_at: float
+    ratio: float
+    counts: dict[str, int]
+
+
+def check_figures(check: str, passed: bool, evaluated_at: float, metadata: dict[str, object]) -> CheckFigures:
+    """Pure: a check evaluation's metadata (plain values) as figures; absent counts are 0, an absent ratio 0."""
+    counts = {c: int(metadata.get(c) or 0) for c in ITEM_CLASSES}
+    return CheckFigures(check, str(metadata.get("day", "")), passed, evaluated_at,
+                        float(metadata.get("completeness") or 0.0), counts)
+
+
+def latest_check_figures(instance: dg.DagsterInstance, check: str) -> CheckFigures | None:
+    """The newest completed evaluation of `check` (any day), or None if it never ran."""
+    key = dg.AssetCheckKey(dg.AssetKey(RACING_DAY_ASSET), check)
+    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=CHECK_HISTORY_LOOKBACK):
+        event = record.event.dagster_event if record.event is not None else None
+        if event is None or event.event_type != dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            continue  # planned, still running
+        evaluation = event.event_specific_data
+        metadata = {k: getattr(v, "value", v) for k, v in evaluation.metadata.items()}
+        return check_figures(check, evaluation.passed, record.event.timestamp, metadata)
+    return None
+
+
+def racing_day_families(instance: dg.DagsterInstance) -> Iterator[Metric]:
+    """The latest racing_day completeness check of each kind: its day, ratio, counts by class and outcome."""
+    ratio = GaugeMetricFamily("racing_day_completeness_ratio",
+                              "Share of the racing day's expected items captured or explained (latest check)",
+                              labels=["check", "day"])
+    items = GaugeMetricFamily("racing_day_checkpoint_items", "The racing day's expected items by class (latest check)",
+                              labels=["check", "day", "class"])
+    passed = GaugeMetricFamily("racing_day_check_passed", "1 when the latest racing_day check passed",
+                               labels=["check", "day"])
+    evaluated = GaugeMetricFamily("racing_day_check_timestamp_seconds", "Unix time of the latest racing_day check",
+                                  labels=["check", "day"])
+    for check in RACING_DAY_CHECKS:
+        figures = latest_check_figures(instance, check)
+        if figures is None:
+            continue
+        ratio.add_metric([check, figures.day], figures.ratio)
+        for item_class, count in figures.counts.items():
+            items.add_metric([check, figures.day, item_class], count)
+        passed.add_metric([check, figures.day], 1.0 if figures.passed else 0.0)
+        evaluated.add_metric([check, figures.day], figures.evaluated_at)
+    yield from (ratio, items, passed, evaluated)
+
+
 def registry_families(registry: sa.Engine, instance: dg.DagsterInstance) -> Iterator[Metric]:
     with registry.connect() as conn:
         enabled = conn.execute(
@@ -243,6 +306,7 @@ class StorageCollector(Collector):
             "heartbeats": lambda: iter([heartbeat_family(self._instance())]),
             "registry": lambda: registry_families(self._registry(), self._instance()),
             "tab_requests": lambda: self._tab(now),
+            "racing_day": lambda: racing_day_families(self._instance()),
         }
         for source, produce in sources.items():
             try:

@@ -124,3 +124,45 @@ def list_instigators(instance: dg.DagsterInstance, now: dt.datetime | None = Non
     moment = now or dt.datetime.now(dt.UTC)
     for item in load_definitions():
         yield describe(instance, item, moment)
+
+
+class InstigatorHealth(BaseModel):
+    """One schedule or sensor as `/health` shows it: no task data, nothing but its state and its last tick."""
+
+    name: str
+    type: str  # schedule | sensor
+    location: str
+    running: bool
+    last_tick_at: dt.datetime | None
+    last_tick_status: str | None  # success | skipped | failure | started
+
+
+def selector_id(item: Definition) -> str:
+    return InstigatorSelector(location_name=item.location, repository_name=REPOSITORY_NAME,
+                              name=item.definition.name).get_id()
+
+
+def instigator_health_rows(items: tuple[Definition, ...], stored: dict[str, object],
+                           last_ticks: dict[str, tuple[float, str]]) -> list[InstigatorHealth]:
+    """Pure: each definition with its stored state (by selector id; absent = its default) and its last tick
+    (timestamp, status) if it ever ticked."""
+    rows = []
+    for item in items:
+        key = selector_id(item)
+        state = _state(stored.get(key), item.definition.default_status.value == "RUNNING")
+        tick = last_ticks.get(key)
+        rows.append(InstigatorHealth(
+            name=item.definition.name, type=item.kind, location=item.location, running=state == "running",
+            last_tick_at=dt.datetime.fromtimestamp(tick[0], dt.UTC) if tick else None,
+            last_tick_status=tick[1] if tick else None,
+        ))
+    return rows
+
+
+def instigator_health(instance: dg.DagsterInstance, items: tuple[Definition, ...] | None = None) -> list[InstigatorHealth]:
+    """Every schedule and sensor of both locations in two queries: all stored states, and the last tick of each."""
+    items = load_definitions() if items is None else items
+    stored = {state.selector_id: state for state in instance.all_instigator_state()}
+    batches = instance.get_batch_ticks([selector_id(item) for item in items], limit=1)
+    last_ticks = {key: (ticks[0].timestamp, ticks[0].status.value.lower()) for key, ticks in batches.items() if ticks}
+    return instigator_health_rows(items, stored, last_ticks)

@@ -17,6 +17,7 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel
 
+from control_api import schedulers
 from control_api.config import SCHEDULING_DAEMONS
 from control_api.executions import EXECUTION_STATUSES, execution_status
 from maintenance_jobs.database.tables import scheduled_tasks
@@ -47,6 +48,10 @@ class Health(BaseModel):
     dagster_storage: str
     scheduler_running: bool
     daemon_heartbeat_age_seconds: dict[str, float]
+    # Each schedule and sensor: running or stopped, and its last tick (the old racing scheduler's per-scheduler
+    # state). `schedules_and_sensors_state` says whether that probe answered ("ok", "timed out ...", ...).
+    schedules_and_sensors_state: str = "ok"
+    schedules_and_sensors: list[schedulers.InstigatorHealth] = []
 
 
 def heartbeat_ages(heartbeats: Mapping[str, object], now: float) -> dict[str, float]:
@@ -182,17 +187,23 @@ def _ping(registry: sa.Engine) -> None:
 
 def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], registry: sa.Engine,
            max_heartbeat_age: float, *, probes: HealthProbes | None = None,
-           deadline_seconds: float = PROBE_DEADLINE_SECONDS) -> Health:
+           deadline_seconds: float = PROBE_DEADLINE_SECONDS,
+           instigators: Callable[[dg.DagsterInstance], list[schedulers.InstigatorHealth]] = schedulers.instigator_health,
+           ) -> Health:
     """Never raises and returns within `deadline_seconds` (plus scheduling): each store that does not answer in
     time or fails is reported (by error class only: messages may hold URLs). `instance` may be a factory (opening
-    the instance is itself a database round trip)."""
+    the instance is itself a database round trip). The schedules-and-sensors probe runs beside the other two under
+    the same deadline; its failure is reported in its own field and does not change `status` (a stopped sensor may
+    be an operator's choice; a stale daemon already makes it `degraded`)."""
     probes = probes or HealthProbes()
     open_instance = (lambda: instance) if isinstance(instance, dg.DagsterInstance) else instance
     deadline = time.monotonic() + deadline_seconds
     registry_probe = probes.start("registry", lambda: _ping(registry))
     dagster_probe = probes.start("dagster", lambda: open_instance().get_daemon_heartbeats())
+    instigator_probe = probes.start("instigators", lambda: instigators(open_instance()))
     registry_state, _ = _outcome(registry_probe, deadline, "registry database")
     dagster_state, heartbeats = _outcome(dagster_probe, deadline, "Dagster storage")
+    instigator_state, instigator_rows = _outcome(instigator_probe, deadline, "schedule storage")
     ages = heartbeat_ages(heartbeats, time.time()) if dagster_state == "ok" else {}
     running = scheduler_running(ages, max_heartbeat_age)
     if registry_state != "ok" or dagster_state != "ok":
@@ -205,4 +216,6 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
         dagster_storage=dagster_state,
         scheduler_running=running,
         daemon_heartbeat_age_seconds=ages,
+        schedules_and_sensors_state=instigator_state,
+        schedules_and_sensors=instigator_rows or [],
     )

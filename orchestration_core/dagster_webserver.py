@@ -71,12 +71,14 @@ class DagsterWebserverClient:
             )
         except httpx.HTTPError as exc:
             raise WebserverUnavailable(f"Dagster webserver at {self.url} unreachable: {exc}") from None
-        if response.status_code >= 500:
-            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered {response.status_code}")
         try:
             body = response.json()
         except ValueError:
             raise WebserverUnavailable(f"Dagster webserver at {self.url} answered non-JSON ({response.status_code})")
+        if response.status_code >= 500 and not ((body or {}).get("data") or {}).get("launchRun"):
+            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered {response.status_code}")
+        # A launchRun answer with a 500 is Dagster's PythonError (e.g. a resource's environment variable missing in
+        # the code location): the webserver is up and refused this launch, with a message worth showing.
         return launched_run_id(body)
 
 

@@ -11,6 +11,11 @@ from orchestration_core.audit.alerts import (
 from orchestration_core.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
 from racing_orchestration.checkpoints.jobs import post_race_t5, pre_race_t15, pre_race_t60
 from racing_orchestration.checkpoints.movers import market_movers
+from racing_orchestration.checkpoints.racing_day import (
+    racing_day,
+    racing_day_completeness,
+    racing_day_completeness_sensor,
+)
 from racing_orchestration.checkpoints.sensors import post_race_t5_sensor, pre_race_t15_sensor, pre_race_t60_sensor
 from racing_orchestration.ingestion.card_refresh import card_refresh, card_refresh_schedule
 from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_schedule
@@ -18,10 +23,11 @@ from racing_orchestration.ingestion.race_cards import race_cards
 from racing_orchestration.resources import racing_resources
 
 defs = dg.Definitions(
-    jobs=[cleanup_job_runs, morning_scrape, card_refresh, pre_race_t60, pre_race_t15, post_race_t5],
+    jobs=[cleanup_job_runs, morning_scrape, card_refresh, pre_race_t60, pre_race_t15, post_race_t5,
+          racing_day_completeness],
     schedules=[cleanup_job_runs_schedule, morning_scrape_schedule, card_refresh_schedule],
     sensors=[run_failure_alert, partial_outcome_alert, scheduled_job_freshness,
-             pre_race_t60_sensor, pre_race_t15_sensor, post_race_t5_sensor],
-    assets=[race_cards, market_movers],
+             pre_race_t60_sensor, pre_race_t15_sensor, post_race_t5_sensor, racing_day_completeness_sensor],
+    assets=[race_cards, market_movers, racing_day],
     resources={**racing_resources(), "alert_webhook": alert_webhook_from_env()},
 )

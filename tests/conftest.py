@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -99,6 +100,14 @@ def dagster_webserver_url(dagster_database_url: str) -> Iterator[str]:
     Its instance queues runs (QueuedRunCoordinator) and nothing dequeues them here: the control API's manual trigger
     launches through it as it does in production, and tests that need the run executed dequeue it themselves.
     """
+    with serve_webserver(dagster_database_url, "maintenance_jobs.definitions", "maintenance_jobs") as url:
+        yield url
+
+
+@contextmanager
+def serve_webserver(dagster_database_url: str, module: str, location: str) -> Iterator[str]:
+    """A Dagster webserver on a free port serving `module` as code location `location`, its instance queueing runs
+    on the storage at `dagster_database_url`; yields its URL."""
     from dagster._core.workspace.context import WorkspaceProcessContext
     from dagster._core.workspace.load_target import ModuleTarget
     from dagster_webserver.app import create_app_from_workspace_process_context
@@ -110,8 +119,7 @@ def dagster_webserver_url(dagster_database_url: str) -> Iterator[str]:
         "storage": {"postgres": {"postgres_url": dagster_database_url}},
         "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
     }
-    target = ModuleTarget(module_name="maintenance_jobs.definitions", attribute=None,
-                          working_directory=str(REPO_ROOT), location_name="maintenance_jobs")
+    target = ModuleTarget(module_name=module, attribute=None, working_directory=str(REPO_ROOT), location_name=location)
     with dg.instance_for_test(overrides=overrides) as instance:
         with WorkspaceProcessContext(instance, target) as context:
             server, thread = serve(create_app_from_workspace_process_context(context), free_port())

@@ -28,7 +28,7 @@ def health(state: State):
     # Opening the instance is part of the Dagster probe: with its storage down that alone can hang or retry.
     result = status.health(lambda: state.instance, state.registry, state.settings.heartbeat_max_age_seconds,
                            probes=state.health_probes)
-    return JSONResponse(result.model_dump(), status_code=503 if result.status == "unavailable" else 200)
+    return JSONResponse(result.model_dump(mode="json"), status_code=503 if result.status == "unavailable" else 200)
 
 
 @router.get("/schedulers", response_model=list[schedulers.Instigator])

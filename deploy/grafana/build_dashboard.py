@@ -135,6 +135,18 @@ def panels() -> list[dict[str, Any]]:
         _panel("timeseries", "Control API requests", (12, 36, 12, 8), [_target(
             "sum by (route, status) (rate(maintenance_api_requests_total[5m]))", "A", "{{route}} {{status}}")],
             unit="reqps"),
+        _panel("timeseries", "Racing day completeness (latest checked day)", (0, 44, 12, 8), [_target(
+            "max by (check, day) (racing_day_completeness_ratio)", "A", "{{day}} {{check}}")],
+            unit="percentunit",
+            description="Share of the day's expected items captured or explained by a recorded reason: T-60 and "
+                        "T-15 snapshots of every started race, Final (or flagged provisional) results of every "
+                        "finished race. From the racing_day asset checks, run once the day's last race has "
+                        "settled; the gaps are listed in the checks' metadata in the Dagster UI."),
+        _panel("timeseries", "Racing day gaps (latest checked day)", (12, 44, 12, 8), [_target(
+            'sum by (check, day, class) (racing_day_checkpoint_items{class=~"missing|pending"})', "A",
+            "{{day}} {{check}} {{class}}")],
+            description="Items with neither data nor a recorded reason (missing) or not settled (pending). "
+                        "Alert RacingDayIncomplete fires while any is above 0."),
     ]
 
 

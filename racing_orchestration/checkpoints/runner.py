@@ -27,14 +27,22 @@ class CheckRun(NamedTuple):
     seconds: float
 
 
-def run_checkpoint(instance: dg.DagsterInstance, race_id: str, checkpoint: str,
-                   post_race_delays: list[float] | None = None) -> CheckRun:
-    """Execute the checkpoint's job for one race, tagged `racing/triggered_by=manual` (the ledger is left alone)."""
+def manual_checkpoint_run(race_id: str, checkpoint: str,
+                          post_race_delays: list[float] | None = None) -> tuple[str, dict, dict[str, str]]:
+    """(job name, run config, tags) of a manual run of one race's checkpoint: tagged `racing/race_id`, so the run
+    queue's one-run-per-race limit holds, and `racing/triggered_by=manual` (the ledger is left alone)."""
     spec = checkpoint_spec(checkpoint)
     run_config = checkpoint_run_config(race_id, spec.name)
     if post_race_delays is not None and not spec.pre_race:
         run_config["ops"]["check_race_result"]["config"]["retry_delays_seconds"] = post_race_delays
-    tags = {TAG_RACE_ID: race_id, TAG_CHECKPOINT: spec.name, TAG_TRIGGERED_BY: "manual"}
+    return spec.job_name, run_config, {TAG_RACE_ID: race_id, TAG_CHECKPOINT: spec.name, TAG_TRIGGERED_BY: "manual"}
+
+
+def run_checkpoint(instance: dg.DagsterInstance, race_id: str, checkpoint: str,
+                   post_race_delays: list[float] | None = None) -> CheckRun:
+    """Execute the checkpoint's job for one race in this process (past the run queue), tagged as a manual run."""
+    spec = checkpoint_spec(checkpoint)
+    _, run_config, tags = manual_checkpoint_run(race_id, checkpoint, post_race_delays)
     job = dg.build_reconstructable_job("racing_orchestration.checkpoints.runner", "resolved_checkpoint_job",
                                        reconstructable_args=(spec.job_name,))
     started = time.monotonic()

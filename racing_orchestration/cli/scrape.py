@@ -8,42 +8,87 @@ import sys
 
 from tabulate import tabulate
 
+from racing_orchestration.checkpoints.fetch import TAG_TRIGGERED_BY
 from racing_orchestration.cli import dagster_home_missing
+from racing_orchestration.cli.launch import add_queue_arguments, submit
 
 EXIT_PARTIAL = 1
 EXIT_FAILED = 2
-
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "scrape",
         help="run morning_scrape once (no 30-minute retry waits) and print a summary",
-        description="Runs the morning_scrape job once against the instance in $DAGSTER_HOME, recorded in the audit "
-        "trail. Failed combinations are reported instead of retried. Exit 0 on success, 1 partial, 2 failed.",
+        description="Queues one morning_scrape run through the Dagster webserver (DAGSTER_UI_URL) on the instance in "
+        "$DAGSTER_HOME and waits for it; needs a daemon serving the run queue, else use --in-process (which also "
+        "prints the per-combination table). Failed combinations are reported instead of retried. Exit 0 on success "
+        "(or submitted, with --detach), 1 partial, 2 failed.",
     )
     parser.add_argument("--date", action="append", type=dt.date.fromisoformat, dest="dates",
                         help="YYYY-MM-DD (repeatable); default today and tomorrow in RACING_TIMEZONE")
     parser.add_argument("--categories", help="comma list, default T,H,G")
     parser.add_argument("--countries", help="comma list, default NZ,AUS")
+    add_queue_arguments(parser)
     parser.set_defaults(handler=run)
 
 
+def _split(value: str | None) -> list[str] | None:
+    return value.split(",") if value else None
+
+
+def scrape_run_config(dates: list[dt.date] | None, categories: list[str] | None,
+                      countries: list[str] | None) -> dict:
+    """morning_scrape's run config for one manual run with no retry waits (as ingestion.runner builds it; the
+    webserver validates it against the job, so a drift fails the launch, and the CLI test)."""
+    plan: dict = {}
+    if dates:
+        plan["dates"] = [d.isoformat() for d in dates]
+    if categories:
+        plan["categories"] = categories
+    if countries:
+        plan["countries"] = countries
+    return {"ops": {"plan_scrape_combinations": {"config": plan},
+                    "scrape_combination": {"config": {"max_retries": 0}}}}
+
+
 def run(args: argparse.Namespace) -> int:
+    if dagster_home_missing("scrape"):
+        return EXIT_FAILED
+    return run_in_process(args) if args.in_process else run_queued(args)
+
+
+def run_queued(args: argparse.Namespace) -> int:
+    import dagster as dg
+
+    from orchestration_core.run_outcome import TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED
+
+    run_config = scrape_run_config(args.dates, _split(args.categories), _split(args.countries))
+    with dg.DagsterInstance.get() as instance:
+        queued = submit("scrape", instance, "morning_scrape", run_config, {TAG_TRIGGERED_BY: "manual"},
+                        detach=args.detach)
+        if queued is None:
+            return EXIT_FAILED
+        run = instance.get_run_by_id(queued.run_id)
+    if args.detach:
+        print(f"run {queued.run_id}: {queued.status.lower()} (not waited for; follow it at {queued.url})")
+        return 0
+    tags = run.tags if run is not None else {}
+    print(tabulate([[tags.get(TAG_ITEMS_PROCESSED, "?"), tags.get(TAG_ITEMS_FAILED, "?")]],
+                   headers=["combinations ok", "combinations failed"]))
+    print(f"\nrun {queued.run_id}: {queued.outcome}")
+    return _exit_code(queued.outcome)
+
+
+def run_in_process(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from racing_orchestration.ingestion.combinations import summarize
     from racing_orchestration.ingestion.runner import run_morning_scrape
 
-    if dagster_home_missing("scrape"):
-        return EXIT_FAILED
     with dg.DagsterInstance.get() as instance:
-        run = run_morning_scrape(
-            instance,
-            args.dates,
-            categories=args.categories.split(",") if args.categories else None,
-            countries=args.countries.split(",") if args.countries else None,
-        )
+        run = run_morning_scrape(instance, args.dates, categories=_split(args.categories),
+                                 countries=_split(args.countries))
     summary = summarize(run.results)
     print(tabulate(
         [[summary.combinations, summary.ok, summary.empty, summary.failed, summary.meetings, summary.races,
@@ -56,9 +101,13 @@ def run(args: argparse.Namespace) -> int:
         print(tabulate([[r.combination.category, r.combination.country, r.combination.day, r.error] for r in failed],
                        headers=["category", "country", "date", "error"]))
     print(f"\nrun {run.run_id}: {run.outcome}")
-    if run.outcome == "success" and run.success:
+    return _exit_code(run.outcome if run.success or run.outcome != "success" else "failed")
+
+
+def _exit_code(outcome: str) -> int:
+    if outcome == "success":
         return 0
-    if run.outcome == "partial":
+    if outcome == "partial":
         print("racing scrape: partial: some combinations failed (see above)", file=sys.stderr)
         return EXIT_PARTIAL
     print("racing scrape: failed: see the run in the Dagster UI for the error", file=sys.stderr)

@@ -279,3 +279,145 @@ def test_health_answers_200_quickly_with_both_databases_up(api: RunningApi) -> N
     body = response.json()
     assert (body["registry_database"], body["dagster_storage"]) == ("ok", "ok")
     assert body["status"] in ("ok", "degraded")  # no daemon heartbeats in this test: degraded, not unavailable
+
+
+def test_racing_day_completeness_figures_of_the_latest_checks(api: RunningApi, postgres_server_url: str,
+                                                              monkeypatch) -> None:
+    """The racing_day checks' stored evaluations, as /metrics exports them: the latest day, counts by class."""
+    import uuid
+
+    from local_stack.embedded_postgres import drop_database, ensure_database
+    from racing_orchestration.checkpoints import sensors
+    from racing_orchestration.checkpoints.racing_day import racing_day
+    from racing_orchestration.race_db.resource import RaceDatabase
+    from tests.racing_orchestration.race_db.test_completeness import DAY, _at, _seed
+
+    name = f"racing_{uuid.uuid4().hex[:12]}"
+    race_db = RaceDatabase(url=ensure_database(postgres_server_url, name))
+    try:
+        upgrade_race_db(race_db.url)
+        with race_db.begin() as conn:
+            _seed(conn)  # DAY: r1 complete; r2 has T-60, T-15 failed with a reason, results still waiting for Final
+        monkeypatch.setattr(sensors, "sensor_now", lambda: _at(180))
+        for day in (DAY - dt.timedelta(days=1), DAY):  # the later evaluation is the one exported
+            dg.materialize([racing_day], partition_key=day.isoformat(), instance=api.instance,
+                           resources={"race_db": race_db})
+    finally:
+        race_db.dispose()
+        drop_database(postgres_server_url, name)
+    found = samples(api.client(None).get("/metrics").text)
+    pre, res, day = "pre_race_snapshots_complete", "results_complete", DAY.isoformat()
+    assert value(found, "racing_day_completeness_ratio", check=pre, day=day) == 1.0
+    assert value(found, "racing_day_completeness_ratio", check=res, day=day) == 0.5
+    items = "racing_day_checkpoint_items"
+    assert [value(found, items, check=pre, day=day, **{"class": c}) for c in ("captured", "explained", "pending",
+                                                                               "missing")] == [3, 1, 0, 0]
+    assert value(found, items, check=res, day=day, **{"class": "pending"}) == 1
+    assert value(found, "racing_day_check_passed", check=pre, day=day) == 1
+    assert value(found, "racing_day_check_passed", check=res, day=day) == 0
+    evaluated = value(found, "racing_day_check_timestamp_seconds", check=res, day=day)
+    assert time.time() - 600 < evaluated <= time.time()
+    assert value(found, "racing_day_check_passed", check=res, day=(DAY - dt.timedelta(days=1)).isoformat()) is None
+    assert value(found, "maintenance_api_metrics_errors", source="racing_day") == 0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("stored", "default_running", "running"),
+    [
+        (None, True, True),  # never toggled: its default in code
+        (None, False, False),
+        ("RUNNING", False, True),
+        ("STOPPED", True, False),
+        ("DECLARED_IN_CODE", True, True),
+    ],
+)
+def test_instigator_health_rows_state_and_last_tick(stored, default_running, running) -> None:
+    from types import SimpleNamespace
+
+    from control_api.schedulers import Definition, instigator_health_rows, selector_id
+    from orchestration_core.dagster_internals import InstigatorStatus
+
+    @dg.sensor(job_name="some_job", default_status=dg.DefaultSensorStatus.RUNNING if default_running
+               else dg.DefaultSensorStatus.STOPPED)
+    def probe_sensor():
+        return None
+
+    item = Definition("maintenance_jobs", "sensor", probe_sensor)
+    states = {selector_id(item): SimpleNamespace(status=InstigatorStatus[stored])} if stored else {}
+    [row] = instigator_health_rows((item,), states, {selector_id(item): (1_700_000_000.0, "skipped")})
+    assert (row.name, row.type, row.location, row.running) == ("probe_sensor", "sensor", "maintenance_jobs", running)
+    assert row.last_tick_at == dt.datetime.fromtimestamp(1_700_000_000, dt.UTC) and row.last_tick_status == "skipped"
+    [never] = instigator_health_rows((item,), states, {})
+    assert never.last_tick_at is None and never.last_tick_status is None
+
+
+def test_health_lists_each_schedule_and_sensor_with_its_state_and_last_tick(api: RunningApi, monkeypatch) -> None:
+    """A real sensor started and ticked by Dagster's own sensor loop on the Postgres instance, another stopped."""
+    import logging
+
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+    from dagster._daemon.sensor import execute_sensor_iteration
+
+    from tests.conftest import REPO_ROOT
+
+    instance = api.instance
+    monkeypatch.setenv("MAINTENANCE_DATABASE_URL", api.registry_url)  # the code server the sensor ticks in reads it
+    target = ModuleTarget(module_name="maintenance_jobs.definitions", attribute=None,
+                          working_directory=str(REPO_ROOT), location_name="maintenance_jobs")
+    before = time.time()
+    with WorkspaceProcessContext(instance, target) as context:
+        repository = context.create_request_context().get_code_location("maintenance_jobs").get_repository(
+            "__repository__")
+        instance.start_sensor(repository.get_sensor("record_maintenance_success"))
+        dispatcher = repository.get_sensor("maintenance_dispatcher")
+        instance.stop_sensor(dispatcher.get_remote_origin_id(), dispatcher.selector_id, dispatcher)
+        list(execute_sensor_iteration(context, logging.getLogger("sensor-test"), threadpool_executor=None,
+                                      submit_threadpool_executor=None))
+    body = api.client(None).get("/health").json()  # no key
+    assert body["schedules_and_sensors_state"] == "ok"
+    rows = {row["name"]: row for row in body["schedules_and_sensors"]}
+    ticked = rows["record_maintenance_success"]
+    assert ticked["type"] == "sensor" and ticked["location"] == "maintenance_jobs" and ticked["running"] is True
+    assert dt.datetime.fromisoformat(ticked["last_tick_at"]).timestamp() >= before - 1
+    assert ticked["last_tick_status"] in ("success", "skipped")
+    assert rows["maintenance_dispatcher"]["running"] is False and rows["maintenance_dispatcher"]["last_tick_at"] is None
+    schedule = rows["morning_scrape_schedule"]
+    assert (schedule["type"], schedule["location"], schedule["last_tick_at"]) == ("schedule", "racing_orchestration",
+                                                                                   None)
+    assert set(rows) >= {"pre_race_t60_sensor", "racing_day_completeness_sensor", "cleanup_job_runs_schedule"}
+    # Nothing but names, states and tick times: no task data, no run ids, no tick errors.
+    assert set(ticked) == {"name", "type", "location", "running", "last_tick_at", "last_tick_status"}
+
+
+def test_a_hanging_schedule_storage_probe_is_cut_by_the_same_deadline(registry_url: str,
+                                                                      pg_instance: dg.DagsterInstance) -> None:
+    """The schedules-and-sensors probe shares /health's deadline: while it hangs the answer still comes, with the
+    databases `ok` and the probe reported timed out; once it answers, the next request shows the rows."""
+    import threading
+
+    from control_api import status
+    from control_api.schedulers import InstigatorHealth
+
+    release = threading.Event()
+    row = InstigatorHealth(name="s", type="sensor", location="l", running=True, last_tick_at=None,
+                           last_tick_status=None)
+
+    def hanging(_instance):
+        assert release.wait(60)
+        return [row]
+
+    engine = sa.create_engine(registry_url)
+    probes = status.HealthProbes()
+    try:
+        first = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging, deadline_seconds=0.3)
+        assert (first.registry_database, first.dagster_storage) == ("ok", "ok")
+        assert first.schedules_and_sensors_state == "timed out after 0.8 s" and first.schedules_and_sensors == []
+        release.set()
+        probes.start("instigators", lambda: None).result(timeout=60)  # the same probe in flight, now answered
+        second = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging)
+        assert second.schedules_and_sensors_state == "ok" and second.schedules_and_sensors == [row]
+    finally:
+        release.set()
+        engine.dispose()

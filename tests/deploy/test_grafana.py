@@ -110,6 +110,8 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
         ("retry frequency", "orchestration_step_retries"),
         ("items processed per hour", "orchestration_items_processed"),
         ("maintenance queue", "orchestration_queued_runs"),
+        ("racing day completeness", "racing_day_completeness_ratio"),
+        ("racing day gaps", "racing_day_checkpoint_items"),
     ],
 )
 def test_the_issue_panels_are_present(topic: str, metric: str) -> None:

@@ -17,7 +17,9 @@ from local_stack.stack import free_port
 from control_api.app import create_app
 from control_api.config import ApiSettings
 from maintenance_jobs.database.migrate import upgrade
+from racing_orchestration.checkpoints.racing_day import racing_day
 from racing_orchestration.race_db.migrations import upgrade as upgrade_race_database
+from racing_orchestration.race_db.resource import RaceDatabase
 from orchestration_core.run_outcome import Outcome, record_outcome
 from tests.control_api.conftest import serve
 from tests.deploy.compose_model import REPO_ROOT
@@ -62,6 +64,13 @@ def scraped_series(
     """Every metric family and series name one scrape of the running API contains."""
     upgrade(fresh_database_url)
     assert metrics_probe_job.execute_in_process(instance=pg_instance).success
+    # One racing_day check on record, so its families carry samples (a day with no races: complete).
+    race_db = RaceDatabase(url=racing_database_url)
+    try:
+        assert dg.materialize([racing_day], partition_key="2026-11-29", instance=pg_instance,
+                              resources={"race_db": race_db}).success
+    finally:
+        race_db.dispose()
     settings = ApiSettings(registry_url=fresh_database_url, api_key="deploy-test-key-0123",
                            instance=lambda: pg_instance, racing_database_url=racing_database_url)
     server, thread = serve(create_app(settings), free_port())

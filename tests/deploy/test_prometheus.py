@@ -21,7 +21,8 @@ RULES_FILE = PROMETHEUS_DIR / "alerts.yml"
 RULE_TESTS = Path(__file__).with_name("alerts_test.yml")
 # The four alerts, plus the daemon and the API itself.
 REQUIRED_ALERTS = {"JobFailureRateHigh", "JobOverdue", "CleanupNotRun", "CleanupNeverRun", "RetriesAboveMaximum",
-                   "DagsterDaemonDown", "ControlApiMetricsMissing"}
+                   "DagsterDaemonDown", "ControlApiMetricsMissing", "RacingDayIncomplete", "RacingDayNotChecked",
+                   "RacingDayNeverChecked"}
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,5 @@
-"""`racing check`: the console script runs one checkpoint through the same job, recorded in the instance."""
+"""`racing check --in-process`: the console script runs one checkpoint through the same job here (no daemon needed),
+recorded in the instance. The queued default is tested in test_queued_cli.py."""
 
 import datetime as dt
 import os
@@ -35,14 +36,14 @@ def test_racing_check_runs_the_checkpoint_and_reports(tmp_path, pg_instance, dag
         seed_day(server.feed, race_db, DAY, countries=("NZ",))
         _, race = pick_race(server.feed.day(DAY))
         clock.now = race.scheduled_start - dt.timedelta(hours=3)  # "whatever the time"
-        ok = _racing(["check", race.race_id, "--checkpoint", "t15"], home, racing_db_url, server)
+        ok = _racing(["check", race.race_id, "--checkpoint", "t15", "--in-process"], home, racing_db_url, server)
         assert ok.returncode == 0, ok.stderr[-2000:]
         assert "success" in ok.stdout
         clock.now = race.jump() + dt.timedelta(minutes=4)  # Interim: --no-wait keeps it provisional
-        partial = _racing(["check", race.race_id, "--checkpoint", "post", "--no-wait"], home, racing_db_url, server)
+        partial = _racing(["check", race.race_id, "--checkpoint", "post", "--no-wait", "--in-process"], home, racing_db_url, server)
         assert partial.returncode == 1, partial.stderr[-2000:]
         assert "provisional" in partial.stderr
-        bad = _racing(["check", "no-such-race", "--checkpoint", "t60"], home, racing_db_url, server)
+        bad = _racing(["check", "no-such-race", "--checkpoint", "t60", "--in-process"], home, racing_db_url, server)
         assert bad.returncode == 2 and "404" in bad.stderr
     with race_db.connect() as conn:
         snapshot = conn.execute(sa.text("SELECT count(*) FROM odds_snapshots WHERE race_id=:r AND checkpoint='t15'"),

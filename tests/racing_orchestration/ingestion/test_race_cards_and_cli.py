@@ -40,7 +40,7 @@ def test_racing_scrape_cli_runs_the_job_and_reports(monkeypatch, capsys, tmp_pat
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("RACING_DATABASE_URL", racing_db_url)
     monkeypatch.setenv("TAB_API_BASE_URL", sim_feed.base_url)
-    code = racing_main(["scrape", "--date", DAY, "--countries", "NZ"])
+    code = racing_main(["scrape", "--date", DAY, "--countries", "NZ", "--in-process"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "combinations" in out and "API requests" in out
