@@ -20,10 +20,12 @@ from dagster._core.storage.event_log.schema import (
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
-from dagster._core.storage.tags import RUN_KEY_TAG
+from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 
 __all__ = [
+    "AUTO_RETRY_RUN_ID_TAG",
     "RUN_KEY_TAG",
+    "WILL_RETRY_TAG",
     "AssetEventTagsTable",
     "ConcurrencySlotsTable",
     "InstigatorSelector",

@@ -43,6 +43,15 @@ PRE_RACE_RETRY_POLICY = dg.RetryPolicy(max_retries=PRE_RACE_MAX_RETRIES, delay=6
 # check is its own short run; the wait is a ledger row (`next_attempt_at`) the post-race sensor acts on.
 POST_RACE_DELAYS_SECONDS = (300.0, 300.0, 600.0)
 _TRANSIENT = (TabTransientError, TabPayloadError)
+# Longest a checkpoint run may take (Dagster's `dagster/max_runtime`; run monitoring cancels it after that). A run whose
+# worker died while Postgres was down could not record its own end: without a bound it stays STARTED for the project's
+# 3 h default, its ledger row `running`, and the checkpoint is never requested again. Pre-race: three fetch attempts of
+# at most ~60 s each (the client's 3 tries with 10 s timeouts and capped Retry-After waits) and the policy's 60 + 120 s
+# waits are 6 min; 8 min leaves room for a loaded machine and still lets the sensor re-request a T-15 before the jump
+# (8 min, + one monitoring poll, + the 3 min cancel timeout, + one sensor tick). Post-race: one attempt, no policy.
+PRE_RACE_MAX_RUNTIME_SECONDS = 480
+POST_RACE_MAX_RUNTIME_SECONDS = 300
+MAX_RUNTIME_TAG = "dagster/max_runtime"
 
 
 class CheckpointConfig(dg.Config):
@@ -205,7 +214,8 @@ def _await_final(context: dg.OpExecutionContext, race_db: RaceDatabase, config: 
 
 
 def _job_tags(spec: CheckpointSpec) -> dict[str, str]:
-    return {TAG_KIND: KIND_RACING, TAG_CHECKPOINT: spec.name}
+    max_runtime = PRE_RACE_MAX_RUNTIME_SECONDS if spec.pre_race else POST_RACE_MAX_RUNTIME_SECONDS
+    return {TAG_KIND: KIND_RACING, TAG_CHECKPOINT: spec.name, MAX_RUNTIME_TAG: str(max_runtime)}
 
 
 def build_checkpoint_jobs(pre_race_policy: dg.RetryPolicy = PRE_RACE_RETRY_POLICY) -> dict[str, dg.JobDefinition]:

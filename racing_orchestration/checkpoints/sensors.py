@@ -20,7 +20,7 @@ import threading
 import dagster as dg
 import sqlalchemy as sa
 
-from orchestration_core.dagster_internals import RUN_KEY_TAG
+from orchestration_core.dagster_internals import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 from orchestration_core.postgres import create_engine
 from racing_orchestration.checkpoints.due import DueCheckpoint, TickPlan, plan_tick
 from racing_orchestration.checkpoints.fetch import (
@@ -80,14 +80,45 @@ def run_request(spec: CheckpointSpec, due: DueCheckpoint) -> dg.RunRequest:
                          run_config=checkpoint_run_config(due.race_id, spec.name, scheduled, due.attempt), tags=tags)
 
 
+# How long after a run failed Dagster's run retries (dagster.yaml `run_retries`) may take to create the retry it
+# promised (tag dagster/will_retry) before the sensor stops waiting for it and requests the checkpoint itself.
+RUN_RETRY_GRACE = dt.timedelta(minutes=2)
+# A retry of a retry of ...: run_retries allows 1 (dagster.yaml); the bound only guards against a tag cycle.
+MAX_RETRY_CHAIN = 5
+
+
+def status_counting_run_retries(status: str, will_retry: str | None, ended_ago: dt.timedelta | None,
+                                grace: dt.timedelta = RUN_RETRY_GRACE) -> str:
+    """A failed run that Dagster's run retries will re-execute counts as QUEUED until the retry exists (at most
+    `grace` after it ended): the retry carries the same run key and will take the checkpoint, so requesting it again
+    under a new key now would take it twice."""
+    if status == "FAILURE" and will_retry == "true" and ended_ago is not None and ended_ago < grace:
+        return "QUEUED"
+    return status
+
+
 def newest_run_status(instance: dg.DagsterInstance, key: str, run_id: str | None = None) -> str | None:
-    """The status name of run `run_id` if given (the ledger's), else of the newest run carrying `key` (a run retry
-    copies it); None when there is none."""
+    """The status name of run `run_id` if given (the ledger's), else of the newest run carrying `key`; followed to
+    the automatic retry Dagster made of it (a retry copies the run key and tags); None when there is none."""
     if run_id is not None:
         run = instance.get_run_by_id(run_id)
-        return run.status.value if run else None
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1)
-    return runs[0].status.value if runs else None
+    else:
+        run = next(iter(instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: key}), limit=1)), None)
+    for _ in range(MAX_RETRY_CHAIN):
+        retry = instance.get_run_by_id(run.tags[AUTO_RETRY_RUN_ID_TAG]) if run and AUTO_RETRY_RUN_ID_TAG in run.tags else None
+        if retry is None:
+            break
+        run = retry
+    if run is None:
+        return None
+    ended_ago = None
+    if run.status == dg.DagsterRunStatus.FAILURE and run.tags.get(WILL_RETRY_TAG) == "true":
+        record = instance.get_run_record_by_id(run.run_id)
+        if record is not None:
+            ended = (dt.datetime.fromtimestamp(record.end_time, dt.UTC) if record.end_time is not None
+                     else record.update_timestamp.replace(tzinfo=record.update_timestamp.tzinfo or dt.UTC))
+            ended_ago = sensor_now() - ended
+    return status_counting_run_retries(run.status.value, run.tags.get(WILL_RETRY_TAG), ended_ago, RUN_RETRY_GRACE)
 
 
 def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:

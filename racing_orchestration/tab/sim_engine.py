@@ -159,11 +159,13 @@ class SimFeed:
     def stats(self) -> dict[str, Any]:
         with self._lock:
             counts = dict(self._counts)
-        api = {k: v for k, v in counts.items() if not k.startswith("fault:") and not k.startswith("status:")}
+        api = {k: v for k, v in counts.items() if not k.startswith(("fault:", "status:", "event_ok:"))}
         return {
             "requests": api, "total": sum(api.values()),
             "faults": {k.removeprefix("fault:"): v for k, v in counts.items() if k.startswith("fault:")},
             "statuses": {k.removeprefix("status:"): v for k, v in counts.items() if k.startswith("status:")},
+            # 200 answers of /events/{id} per race id: how many times each race's odds or results were served.
+            "events_served": {k.removeprefix("event_ok:"): v for k, v in counts.items() if k.startswith("event_ok:")},
             "connections": len(self._peers), "sim_now": self.now().isoformat(),
             "last_headers": dict(self.last_headers), "config": asdict(self.config),
         }
@@ -201,6 +203,8 @@ class SimFeed:
         if endpoint == "/events/{id}":
             response.hold_seconds += self.config.events_latency_ms / 1000
         self.count(f"status:{response.status if not response.drop else 'dropped'}")
+        if endpoint == "/events/{id}" and response.status == 200 and not response.drop:
+            self.count(f"event_ok:{parts[1]}")
         return response
 
     def _fault(self, kind: str | None, target: str) -> SimResponse | None:

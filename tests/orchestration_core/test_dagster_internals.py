@@ -49,6 +49,9 @@ def test_instigator_types_and_tags() -> None:
     assert selector.get_id()
     assert {s.name for s in internals.InstigatorStatus} >= {"RUNNING", "STOPPED", "DECLARED_IN_CODE"}
     assert internals.RUN_KEY_TAG == "dagster/run_key"
+    # Run retries: the failed run names its retry, and says whether one will come (checkpoint sensors follow them).
+    assert internals.AUTO_RETRY_RUN_ID_TAG == "dagster/auto_retry_run_id"
+    assert internals.WILL_RETRY_TAG == "dagster/will_retry"
     # The instance API the schedulers page reads the state through.
     assert callable(dg.DagsterInstance.get_instigator_state)
 

@@ -9,11 +9,15 @@ from dagster._core.definitions.policy import calculate_delay
 
 from racing_orchestration.checkpoints import sensors
 from racing_orchestration.checkpoints.jobs import (
+    CHECKPOINT_JOBS,
+    MAX_RUNTIME_TAG,
     POST_RACE_DELAYS_SECONDS,
+    PRE_RACE_MAX_RUNTIME_SECONDS,
     PRE_RACE_RETRY_POLICY,
     build_checkpoint_jobs,
     checkpoint_run_config,
 )
+from racing_orchestration.checkpoints.windows import CHECKPOINTS
 from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint
 from racing_orchestration.race_db.queries import dividends_for_race, final_dividends, odds_for_race, race_row, results_for_race
 from orchestration_core.run_outcome import TAG_OUTCOME
@@ -38,6 +42,29 @@ def test_pre_race_retry_policy_waits_one_then_two_minutes(attempt, seconds) -> N
 @pytest.mark.unit
 def test_post_race_chain_is_five_five_ten_minutes() -> None:
     assert POST_RACE_DELAYS_SECONDS == (300, 300, 600)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", sorted(CHECKPOINTS))
+def test_checkpoint_runs_are_bounded_so_a_dead_worker_cannot_hold_a_checkpoint(name) -> None:
+    # A run whose worker died while Postgres was down stays STARTED until run monitoring cancels it at this bound.
+    import yaml
+
+    from tests.conftest import REPO_ROOT
+
+    bound = float(CHECKPOINT_JOBS[name].tags[MAX_RUNTIME_TAG])
+    client = TabClient(base_url="http://unused")
+    fetch = client.max_attempts * (client.timeout_seconds + client.retry_after_cap_seconds)
+    if CHECKPOINTS[name].pre_race:
+        waits = sum(calculate_delay(n, PRE_RACE_RETRY_POLICY.backoff, None, PRE_RACE_RETRY_POLICY.delay)
+                    for n in range(1, PRE_RACE_RETRY_POLICY.max_retries + 1))
+        assert bound == PRE_RACE_MAX_RUNTIME_SECONDS >= (PRE_RACE_RETRY_POLICY.max_retries + 1) * fetch + waits
+        # Canceled at the bound (next monitoring poll, then the cancel timeout), a T-15 is re-requested before the jump.
+        monitoring = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["run_monitoring"]
+        worst = bound + 2 * monitoring["poll_interval_seconds"] + monitoring["cancel_timeout_seconds"]
+        assert worst < -CHECKPOINTS["t15"].offset.total_seconds() - 120
+    else:
+        assert 2 * fetch <= bound < 3600
 
 
 class EventClock:

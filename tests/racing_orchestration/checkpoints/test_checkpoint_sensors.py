@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from dagster._core.storage.tags import RUN_KEY_TAG
+from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 
 from racing_orchestration.checkpoints import sensors
 from racing_orchestration.checkpoints.jobs import POST_RACE_DELAYS_SECONDS
@@ -400,6 +400,51 @@ def test_a_checkpoint_whose_run_died_after_marking_it_running_is_requested_again
     row = _ledger_row(race_db, race.race_id, "t15")
     assert (row.state, row.run_id, row.relaunches) == ("requested", None, 1)
     assert "FAILURE" in row.note
+
+
+@pytest.mark.integration
+def test_a_run_that_dagster_retries_is_not_requested_again_beside_its_retry(pg_instance, race_db, monkeypatch) -> None:
+    """The run marked the ledger `running`, then its worker lost the database: Dagster's run retries re-execute it
+    under the same run key. Requesting it again as well would take the checkpoint twice."""
+    clock, races = _nz_day(race_db, monkeypatch)
+    race = races[0]
+    sensor = sensors.CHECKPOINT_SENSORS["t15"]
+    clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+    [first] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
+    run = _launch(pg_instance, first, dg.DagsterRunStatus.STARTED)
+    with race_db.begin() as conn:
+        update_checkpoint(conn, race.race_id, "t15", state="running", run_id=run.run_id)
+    pg_instance.report_run_failed(run, "run worker lost its database")
+    pg_instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "true"})
+    # The runs' end times are real, the sensors' clock is on the race day: the retry is "still coming" however far.
+    monkeypatch.setattr(sensors, "RUN_RETRY_GRACE", dt.timedelta(days=3650), raising=False)
+    clock.advance(seconds=125)
+    assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)  # its retry is coming
+    retry = _launch(pg_instance, first, dg.DagsterRunStatus.STARTING)
+    pg_instance.add_run_tags(run.run_id, {AUTO_RETRY_RUN_ID_TAG: retry.run_id})
+    clock.advance(seconds=125)
+    assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)  # the retry is starting: left alone
+    pg_instance.report_run_failed(retry, "failed again")
+    clock.advance(seconds=125)
+    [again] = _for(_tick(sensor, pg_instance, race_db), race.race_id)  # no retry left: the sensor's turn
+    assert again.run_key == f"{first.run_key}:retry1"
+    assert "FAILURE" in _ledger_row(race_db, race.race_id, "t15").note
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("status", "will_retry", "ended_seconds_ago", "counts_as"), [
+    ("FAILURE", "true", 10, "QUEUED"),  # Dagster's run retries will re-execute it: wait for that
+    ("FAILURE", "true", 119, "QUEUED"),
+    ("FAILURE", "true", 120, "FAILURE"),  # the promised retry never came: the sensor requests it itself
+    ("FAILURE", "true", None, "FAILURE"),
+    ("FAILURE", "false", 10, "FAILURE"),
+    ("FAILURE", None, 10, "FAILURE"),
+    ("CANCELED", "true", 10, "CANCELED"),  # canceled runs are never retried by Dagster
+    ("STARTED", None, None, "STARTED"),
+])
+def test_a_failed_run_with_a_retry_coming_counts_as_queued(status, will_retry, ended_seconds_ago, counts_as) -> None:
+    ago = None if ended_seconds_ago is None else dt.timedelta(seconds=ended_seconds_ago)
+    assert sensors.status_counting_run_retries(status, will_retry, ago) == counts_as
 
 
 @pytest.mark.unit

@@ -260,9 +260,12 @@ def test_stats_count_per_endpoint_and_reset() -> None:
     race_id = parse_meetings_response(json.loads(response.body))[0].races[0].race_id
     feed.handle("GET", f"{PREFIX}/events/{race_id}", {})
     feed.handle("GET", f"{PREFIX}/events/{race_id}", {})
+    feed.queue_faults("5xx")
+    feed.handle("GET", f"{PREFIX}/events/{race_id}", {})  # a failed answer is not a served event
     status, stats = get(feed, "/_sim/stats?reset=1")
-    assert stats["requests"] == {"/meetings": 1, "/events/{id}": 2} and stats["total"] == 3
-    assert stats["statuses"] == {"200": 3}
+    assert stats["requests"] == {"/meetings": 1, "/events/{id}": 3} and stats["total"] == 4
+    assert stats["statuses"] == {"200": 3, "503": 1}
+    assert stats["events_served"] == {race_id: 2}
     assert get(feed, "/_sim/stats")[1]["total"] == 0
     feed.handle("GET", f"{PREFIX}/meetings", {})
     assert feed.handle("POST", "/_sim/stats/reset", {}).status == 200
