@@ -3,10 +3,20 @@ race database URL is a platform setting, as the control API reads that database 
 
 from __future__ import annotations
 
+import datetime as dt
+
 from pydantic import Field
 
 from orchestration_core.settings import SettingsBase
 from racing_orchestration.tab.client import DEFAULT_BASE_URL, DEFAULT_USER_AGENT
+
+# Launch ahead, fetch on time (README "Checkpoint timing"). The default covers the local launcher on a quiet 2-core
+# host with room for load: up to one sensor interval (15 s) plus the daemon loop's jitter (~5 s), the queue's 2 s
+# dequeue, and a run worker's start (~5-8 s quiet, 10-20 s loaded). The compose deployment sets 60 s (a container
+# start adds ~10-20 s). The ceiling keeps a waiting run clear of the same race's next checkpoint: the post-race
+# chain's shortest gap is 5 minutes and the run queue allows one run per race.
+DEFAULT_LAUNCH_AHEAD_SECONDS = 45.0
+MAX_LAUNCH_AHEAD_SECONDS = 180.0
 
 
 class RacingSettings(SettingsBase):
@@ -15,6 +25,15 @@ class RacingSettings(SettingsBase):
     tab_partner_name: str = Field("", description="`X-Partner` header")
     tab_partner_id: str = Field("", description="`X-Partner-ID` header")
     tab_user_agent: str = Field(DEFAULT_USER_AGENT, description="User-Agent sent to TAB")
+    racing_checkpoint_launch_ahead_seconds: float = Field(
+        DEFAULT_LAUNCH_AHEAD_SECONDS, ge=0, le=MAX_LAUNCH_AHEAD_SECONDS,
+        description="checkpoint runs are requested this long before their target and wait for it before calling TAB "
+        "(covers the sensor interval, the run queue and the run worker's start)")
+
+
+def launch_ahead() -> dt.timedelta:
+    """`RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS` as a timedelta (read per sensor tick: cheap, no cache to reset)."""
+    return dt.timedelta(seconds=racing_settings().racing_checkpoint_launch_ahead_seconds)
 
 
 def racing_settings() -> RacingSettings:

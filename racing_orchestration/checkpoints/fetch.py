@@ -1,14 +1,19 @@
-"""Checkpoint runs' shared I/O: fetch one event with its API calls recorded, and keep the ledger row current."""
+"""Checkpoint runs' shared I/O: wait for the target instant, fetch one event with its API calls recorded, and keep the
+ledger row current."""
 
 from __future__ import annotations
 
 import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from racing_orchestration.race_db.checkpoints import update_checkpoint
 from racing_orchestration.race_db.api_calls import recorded_client
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.tab.client import ApiCall, TabClient
 from racing_orchestration.tab.models import Event
+from racing_orchestration.checkpoints.windows import Wait, plan_wait
 
 TAG_RACE_ID = "racing/race_id"  # dagster.yaml limits runs to one per value of this tag
 TAG_MEETING_ID = "racing/meeting_id"
@@ -20,6 +25,7 @@ TAG_PROVISIONAL = "racing/provisional"
 TAG_ATTEMPT = "racing/attempt"  # post-race chain: 0 at T+5, then 1..3
 TAG_PREVIOUS_RUN_ID = "racing/previous_run_id"  # the run of the chain's previous attempt
 TAG_AWAITING_FINAL = "racing/awaiting_final"  # the run ended with the race not Final; the sensor requests the next
+TAG_RESCHEDULED = "racing/rescheduled"  # the start moved while the run waited: handed back, due at this new time
 
 
 def fetch_event(tab_client: TabClient, race_db: RaceDatabase, race_id: str, run_id: str) -> tuple[Event, list[ApiCall]]:
@@ -38,7 +44,48 @@ def mark_ledger(race_db: RaceDatabase, race_id: str, checkpoint: str, state: str
         update_checkpoint(conn, race_id, checkpoint, state=state, run_id=run_id, note=note)
 
 
+class SystemClock:
+    """The run's clock: what "now" is, and sleeping. The one seam tests replace (`fetch.CLOCK`) to check that a run
+    fetches exactly at its target and never before."""
+
+    def now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+CLOCK = SystemClock()
+
+
 def now_utc() -> dt.datetime:
-    """The checkpoint jobs' clock (snapshot times, the post-race chain's next_attempt_at); tests replace
-    `racing_orchestration.checkpoints.jobs.now_utc` to run the real 5/5/10-minute chain without waiting."""
-    return dt.datetime.now(dt.UTC)
+    """The checkpoint jobs' clock (snapshot times, the post-race chain's next_attempt_at, the wait for the target);
+    tests replace `CLOCK` (or `racing_orchestration.checkpoints.jobs.now_utc`) to run the real timings without waiting."""
+    return CLOCK.now()
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    action: Wait  # FETCH or RESCHEDULE
+    target: dt.datetime  # the last target read
+    at: dt.datetime  # when the wait ended
+    waited_seconds: float
+
+    @property
+    def lateness_seconds(self) -> float:
+        """How long after its target the fetch starts (0 when the run was early enough to wait)."""
+        return max(0.0, (self.at - self.target).total_seconds())
+
+
+def wait_for_target(read_target: Callable[[], dt.datetime], requested_for: dt.datetime,
+                    max_wait: dt.timedelta) -> WaitResult:
+    """Sleep until `read_target()` (re-read after every sleep, so a start time that moved meanwhile moves the target),
+    then return FETCH; RESCHEDULE instead of waiting beyond `max_wait` for a target that moved later than
+    `requested_for` (windows.plan_wait). Never returns FETCH before the target by CLOCK."""
+    started = CLOCK.now()
+    while True:
+        target, now = read_target(), CLOCK.now()
+        plan = plan_wait(target, now, now - started, max_wait, requested_for)
+        if plan.action != Wait.SLEEP:
+            return WaitResult(plan.action, target, now, (now - started).total_seconds())
+        CLOCK.sleep(plan.seconds)

@@ -3,6 +3,10 @@
 Each run is for one race, configured with (race_id, checkpoint, scheduled_for) and tagged `racing/race_id`,
 `racing/meeting_id`, `racing/checkpoint`, `racing/scheduled_for` (dagster.yaml allows one run per race at a time).
 Runs use the in-process executor: a single step needs no step subprocess, which halves a run's memory.
+
+Launch ahead, fetch on time: a sensor-requested run starts up to RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS before its
+target and waits for it (re-reading the race's start time) before calling TAB; one that starts after it fetches at
+once and, beyond the sensors' grace, is tagged `racing/late=true`. Manual runs (`racing check`) fetch at once.
 """
 
 import datetime as dt
@@ -13,15 +17,26 @@ from racing_orchestration.checkpoints.fetch import (
     TAG_ATTEMPT,
     TAG_AWAITING_FINAL,
     TAG_CHECKPOINT,
+    TAG_LATE,
     TAG_MEETING_ID,
     TAG_PROVISIONAL,
+    TAG_RESCHEDULED,
     TAG_TRIGGERED_BY,
+    WaitResult,
     fetch_event,
     mark_ledger,
     now_utc,
+    wait_for_target,
 )
-from racing_orchestration.checkpoints.windows import CHECKPOINTS, CheckpointSpec, checkpoint_spec
-from racing_orchestration.race_db.checkpoints import await_next_attempt
+from racing_orchestration.checkpoints.windows import (
+    CHECKPOINTS,
+    GRACE,
+    CheckpointSpec,
+    Wait,
+    checkpoint_spec,
+    fetch_target,
+)
+from racing_orchestration.race_db.checkpoints import await_next_attempt, reschedule_checkpoint
 from racing_orchestration.race_db.queries import race_row
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.race_db.store import (
@@ -54,10 +69,16 @@ POST_RACE_MAX_RUNTIME_SECONDS = 300
 MAX_RUNTIME_TAG = "dagster/max_runtime"
 
 
+# A run requested with a target but no margin (e.g. from the launchpad) may wait this long for a moved start.
+DEFAULT_MAX_WAIT_SECONDS = 180.0
+
+
 class CheckpointConfig(dg.Config):
     race_id: str
     checkpoint: str
-    scheduled_for: str = ""  # ISO time the checkpoint was due (empty for manual runs)
+    scheduled_for: str = ""  # ISO time the checkpoint is due: the fetch waits for it (empty for manual runs: at once)
+    # How long the run may wait for a target that moved later (the sensor's margin plus slack); beyond it, give way.
+    max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS
 
 
 class PostRaceConfig(CheckpointConfig):
@@ -90,6 +111,65 @@ def _begin(context: dg.OpExecutionContext, race_db: RaceDatabase, config: Checkp
     return manual
 
 
+def _wait_for_target(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig,
+                     spec: CheckpointSpec, manual: bool, attempt: int = 0) -> WaitResult | None:
+    """Wait until the checkpoint's target (README "Checkpoint timing"); None for runs with no target (manual)."""
+    if manual or not config.scheduled_for:
+        return None
+    try:
+        requested = dt.datetime.fromisoformat(config.scheduled_for)
+    except ValueError:
+        requested = None
+    if requested is None or requested.tzinfo is None:
+        raise _fail(context, race_db, config, manual, f"checkpoint config is invalid: scheduled_for "
+                    f"{config.scheduled_for!r} is not an ISO time with a UTC offset")
+
+    def read_target() -> dt.datetime:
+        with race_db.connect() as conn:
+            row = race_row(conn, config.race_id)
+        return fetch_target(spec, requested, row.start_time if row is not None else None, attempt)
+
+    waited = wait_for_target(read_target, requested, dt.timedelta(seconds=config.max_wait_seconds))
+    if waited.action == Wait.FETCH:
+        moved = f" (moved from {requested:%H:%M:%S})" if waited.target != requested else ""
+        context.log.info(f"{spec.label} {config.race_id}: target {waited.target:%H:%M:%S} UTC{moved}; waited "
+                         f"{waited.waited_seconds:.1f} s, fetching {waited.lateness_seconds:.1f} s after it")
+        if waited.lateness_seconds > GRACE.total_seconds() and TAG_LATE not in context.run.tags:
+            context.log.warning(f"{spec.label} {config.race_id}: the run started {waited.lateness_seconds:.0f} s after "
+                                f"its target (grace {GRACE.total_seconds():.0f} s): fetching now, tagged late")
+            context.instance.add_run_tags(context.run_id, {TAG_LATE: "true"})
+    return waited
+
+
+def _give_way(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig, spec: CheckpointSpec,
+              waited: WaitResult) -> dict:
+    """The race's start moved further than this run may wait: hand the checkpoint back to the sensor at the new time
+    (ledger `rescheduled`), which requests it again `ahead` of it under a new run key; no TAB call here."""
+    note = (f"start moved: {spec.label} now due {waited.target:%Y-%m-%d %H:%M:%S} UTC, "
+            f"{(waited.target - waited.at).total_seconds():.0f} s away (this run may wait "
+            f"{config.max_wait_seconds:.0f} s); requested again then")
+    with race_db.begin() as conn:
+        handed_back = reschedule_checkpoint(conn, config.race_id, spec.name, run_id=context.run_id,
+                                            scheduled_for=waited.target, note=note)
+    if not handed_back:  # the row is no longer this run's (taken over after a crash?): leave it to its holder
+        record_outcome(context, Outcome.FAILED, 0, 1, f"{note}; but the ledger row is no longer this run's")
+        raise dg.Failure(f"{note}; but the ledger row is no longer this run's", allow_retries=False)
+    context.log.warning(f"{spec.label} {config.race_id}: {note}")
+    context.instance.add_run_tags(context.run_id, {TAG_RESCHEDULED: waited.target.astimezone(dt.UTC).isoformat()})
+    record_outcome(context, Outcome.SUCCESS, 0, 0)
+    summary = {"race_id": config.race_id, "checkpoint": spec.name, "outcome": "rescheduled",
+               "target": waited.target.isoformat()}
+    context.add_output_metadata(summary)
+    return summary
+
+
+def _timing(waited: WaitResult | None) -> dict:
+    if waited is None:
+        return {}
+    return {"target": waited.target.isoformat(), "waited_s": round(waited.waited_seconds, 3),
+            "fetch_lateness_s": round(waited.lateness_seconds, 3)}
+
+
 def _fail(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig, manual: bool,
           error: str) -> dg.Failure:
     record_outcome(context, Outcome.FAILED, 0, 1, error)
@@ -102,6 +182,9 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
                        race_db: RaceDatabase) -> dict:
     spec = _spec(config, pre_race=True)
     manual = _begin(context, race_db, config)
+    waited = _wait_for_target(context, race_db, config, spec, manual)
+    if waited is not None and waited.action == Wait.RESCHEDULE:
+        return _give_way(context, race_db, config, spec, waited)
     try:
         event, calls = fetch_event(tab_client, race_db, config.race_id, context.run_id)
     except _TRANSIENT as exc:
@@ -133,6 +216,7 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
         "scratched": scratched, "snapshot_rows_written": stored, "abandoned": event.is_abandoned,
         "start_time": event.race.advertised_start.isoformat(),
         "start_moved_from": before.start_time.isoformat() if moved else "",
+        **_timing(waited),
     }
     context.add_output_metadata(summary)
     return summary
@@ -142,12 +226,15 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
                    "and the ledger asks the post-race sensor for the next attempt in 5/5/10 min.")
 def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, tab_client: TabClient,
                       race_db: RaceDatabase) -> dict:
-    _spec(config, pre_race=False)
+    spec = _spec(config, pre_race=False)
     delays, attempt = config.retry_delays_seconds, config.attempt
     last = attempt >= len(delays)
     manual = _begin(context, race_db, config)
     if TAG_ATTEMPT not in context.run.tags:
         context.instance.add_run_tags(context.run_id, {TAG_ATTEMPT: str(attempt)})
+    waited = _wait_for_target(context, race_db, config, spec, manual, attempt)
+    if waited is not None and waited.action == Wait.RESCHEDULE:
+        return _give_way(context, race_db, config, spec, waited)
     try:
         event, calls = fetch_event(tab_client, race_db, config.race_id, context.run_id)
     except _TRANSIENT as exc:
@@ -175,7 +262,7 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
     except UnknownRaceError as exc:
         raise _fail(context, race_db, config, manual, str(exc)) from exc
     summary = {"race_id": config.race_id, "status": status, "attempt": attempt, "results": len(event.results),
-               "final_dividends": len(event.final_dividends()), "rows_written": results + dividends}
+               "final_dividends": len(event.final_dividends()), "rows_written": results + dividends, **_timing(waited)}
     context.add_output_metadata(summary)
     if event.is_abandoned:
         mark_ledger(race_db, config.race_id, "post", "abandoned", context.run_id, manual=manual)
@@ -233,10 +320,13 @@ def build_checkpoint_jobs(pre_race_policy: dg.RetryPolicy = PRE_RACE_RETRY_POLIC
     return jobs
 
 
-def checkpoint_run_config(race_id: str, checkpoint: str, scheduled_for: str = "", attempt: int = 0) -> dict:
+def checkpoint_run_config(race_id: str, checkpoint: str, scheduled_for: str = "", attempt: int = 0,
+                          max_wait_seconds: float | None = None) -> dict:
     pre_race = checkpoint_spec(checkpoint).pre_race
     op_name = "take_odds_snapshot" if pre_race else "check_race_result"
     config: dict = {"race_id": race_id, "checkpoint": checkpoint, "scheduled_for": scheduled_for}
+    if max_wait_seconds is not None:
+        config["max_wait_seconds"] = max_wait_seconds
     if not pre_race:
         config["attempt"] = attempt
     return {"ops": {op_name: {"config": config}}}

@@ -1,5 +1,8 @@
 """Checkpoint sensors: each tick reads the race database's due window (never the TAB API) and claims what it requests.
 
+Launch ahead, fetch on time: a checkpoint is requested RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS before its target, so
+its run is through the queue and started by then; the run waits for the target before calling TAB (jobs.py).
+
 The post-race sensor also requests the next attempt of each race whose post-race run found it not yet Final, once the
 ledger's `next_attempt_at` has passed (run key `race:post:n`): the 5/5/10-minute chain waits in the ledger, not in a
 live run worker.
@@ -35,12 +38,14 @@ from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, checkpoint_ru
 from racing_orchestration.checkpoints.windows import (
     CHECKPOINTS,
     SENSOR_INTERVAL_SECONDS,
+    WAIT_SLACK,
     Action,
     CheckpointSpec,
     run_key,
 )
 from racing_orchestration.race_db.migrations import assert_schema_current, normalise_url
 from racing_orchestration.race_db.resource import RaceDatabase
+from racing_orchestration.settings import launch_ahead
 
 _engines: dict[str, sa.Engine] = {}
 _engines_lock = threading.Lock()
@@ -67,7 +72,8 @@ def sensor_engine(race_db: RaceDatabase) -> sa.Engine:
         return engine
 
 
-def run_request(spec: CheckpointSpec, due: DueCheckpoint) -> dg.RunRequest:
+def run_request(spec: CheckpointSpec, due: DueCheckpoint, ahead: dt.timedelta = dt.timedelta(0)) -> dg.RunRequest:
+    """The run of one claimed checkpoint; it may wait up to the margin (plus slack) for its target."""
     scheduled = due.scheduled_for.astimezone(dt.UTC).isoformat()
     tags = {TAG_RACE_ID: due.race_id, TAG_MEETING_ID: due.meeting_id, TAG_SCHEDULED_FOR: scheduled}
     if due.decision.action == Action.REQUEST_LATE:
@@ -77,7 +83,9 @@ def run_request(spec: CheckpointSpec, due: DueCheckpoint) -> dg.RunRequest:
     if due.previous_run_id:
         tags[TAG_PREVIOUS_RUN_ID] = due.previous_run_id
     return dg.RunRequest(run_key=due.run_key or run_key(due.race_id, spec, due.attempt),
-                         run_config=checkpoint_run_config(due.race_id, spec.name, scheduled, due.attempt), tags=tags)
+                         run_config=checkpoint_run_config(due.race_id, spec.name, scheduled, due.attempt,
+                                                          max_wait_seconds=(ahead + WAIT_SLACK).total_seconds()),
+                         tags=tags)
 
 
 # How long after a run failed Dagster's run retries (dagster.yaml `run_retries`) may take to create the retry it
@@ -121,7 +129,7 @@ def newest_run_status(instance: dg.DagsterInstance, key: str, run_id: str | None
     return status_counting_run_retries(run.status.value, run.tags.get(WILL_RETRY_TAG), ended_ago, RUN_RETRY_GRACE)
 
 
-def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
+def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime, ahead: dt.timedelta = dt.timedelta(0)) -> str:
     parts = [f"No {spec.label} checkpoint due at {now:%H:%M:%S} UTC"]
     if plan.skipped:
         reasons = "; ".join(f"{d.race_id}: {d.decision.reason}" for d in plan.skipped[:5])
@@ -132,16 +140,18 @@ def skip_message(spec: CheckpointSpec, plan: TickPlan, now: dt.datetime) -> str:
         more = f" (+{len(plan.failed) - 5} more)" if len(plan.failed) > 5 else ""
         parts.append(f"recorded {len(plan.failed)} as failed in the ledger: {reasons}{more}")
     if plan.next_due is not None:
-        parts.append(f"next due at {plan.next_due.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC")
+        parts.append(f"next due at {plan.next_due.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC "
+                     f"(requested {ahead.total_seconds():.0f} s ahead)")
     else:
         parts.append("no later race in the race database")
     return "; ".join(parts)
 
 
 def evaluate(spec: CheckpointSpec, context: dg.SensorEvaluationContext, race_db: RaceDatabase) -> dg.SensorResult | dg.SkipReason:
-    now = sensor_now()
+    now, ahead = sensor_now(), launch_ahead()
     with sensor_engine(race_db).begin() as conn:
-        plan = plan_tick(conn, spec, now, run_status=lambda key, run_id: newest_run_status(context.instance, key, run_id))
+        plan = plan_tick(conn, spec, now, run_status=lambda key, run_id: newest_run_status(context.instance, key, run_id),
+                         ahead=ahead)
     for due in plan.skipped:
         context.log.warning(f"{spec.label} of race {due.race_id} skipped: {due.decision.reason}")
     for due in plan.failed:
@@ -154,9 +164,9 @@ def evaluate(spec: CheckpointSpec, context: dg.SensorEvaluationContext, race_db:
             context.log.warning(f"{spec.label} of race {due.race_id} taken late: {due.decision.reason}")
         elif due.attempt:
             context.log.info(f"{spec.label} of race {due.race_id}: attempt {due.attempt} (not Final yet)")
-        requests.append(run_request(spec, due))
+        requests.append(run_request(spec, due, ahead))
     if not requests:
-        return dg.SkipReason(skip_message(spec, plan, now))
+        return dg.SkipReason(skip_message(spec, plan, now, ahead))
     return dg.SensorResult(run_requests=requests)
 
 
@@ -166,8 +176,9 @@ def build_checkpoint_sensor(spec: CheckpointSpec) -> dg.SensorDefinition:
         job=CHECKPOINT_JOBS[spec.name],
         minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Requests {spec.job_name} for each race whose {spec.label} time has passed (start time from the "
-        "race database); each race once, recorded in the race_checkpoints ledger.",
+        description=f"Requests {spec.job_name} for each race whose {spec.label} time is within the launch-ahead margin "
+        "(start time from the race database; the run waits for the time itself); each race once, recorded in the "
+        "race_checkpoints ledger.",
     )
     def checkpoint_sensor(context: dg.SensorEvaluationContext, race_db: RaceDatabase):
         return evaluate(spec, context, race_db)

@@ -1,5 +1,9 @@
 """Pure checkpoint timing: when each checkpoint of a race is due, and what a sensor does about it at `now`.
 
+Launch ahead, fetch on time: a sensor requests a checkpoint `ahead` (RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS) before
+its due time, so the run is queued and started by then; the run waits for the due time itself before calling TAB
+(`plan_wait`), never earlier, and a run that starts after it fetches at once.
+
 Policy for a checkpoint whose time has passed (the ledger then makes the decision final):
 - within `GRACE` of its due time: requested on time;
 - later than that (the daemon was down or behind): a pre-race checkpoint is still taken, flagged late, as long as the
@@ -59,15 +63,17 @@ def due_time(start: dt.datetime, spec: CheckpointSpec) -> dt.datetime:
     return start + spec.offset
 
 
-def start_window(spec: CheckpointSpec, now: dt.datetime, lookback: dt.timedelta = LOOKBACK) -> tuple[dt.datetime, dt.datetime]:
-    """Start times (lo, hi] whose checkpoint fell due in (now - lookback, now]: a range on the start_time index."""
-    hi = now - spec.offset
+def start_window(spec: CheckpointSpec, now: dt.datetime, lookback: dt.timedelta = LOOKBACK,
+                 ahead: dt.timedelta = dt.timedelta(0)) -> tuple[dt.datetime, dt.datetime]:
+    """Start times (lo, hi] whose checkpoint falls due in (now - lookback, now + ahead]: a range on the start_time
+    index."""
+    hi = now + ahead - spec.offset
     return hi - lookback, hi
 
 
 class Action(StrEnum):
-    WAIT = "wait"  # not due yet
-    REQUEST = "request"  # on time
+    WAIT = "wait"  # not due yet (more than `ahead` away)
+    REQUEST = "request"  # on time: within `ahead` before its due time, or at most GRACE after it
     REQUEST_LATE = "request_late"  # taken late, flagged
     SKIP = "skip"  # recorded as skipped, with a reason
 
@@ -95,10 +101,12 @@ def decide(
     *,
     grace: dt.timedelta = GRACE,
     post_late_limit: dt.timedelta = POST_LATE_LIMIT,
+    ahead: dt.timedelta = dt.timedelta(0),
 ) -> Decision:
-    """What to do about `spec` of a race starting at `start` (latest known) with `status`, at `now`."""
+    """What to do about `spec` of a race starting at `start` (latest known) with `status`, at `now`; requested from
+    `ahead` before its due time (lateness is then negative: the run waits for the due time)."""
     lateness = now - due_time(start, spec)
-    if lateness < dt.timedelta(0):
+    if lateness < -ahead:
         return Decision(Action.WAIT, lateness)
     if status_is(status, ABANDONED):
         return Decision(Action.SKIP, lateness, "race abandoned")
@@ -181,3 +189,68 @@ def decide_relaunch(
 def retry_key(base_key: str, relaunch: int) -> str:
     """The run key of re-request `relaunch` (1..) of a checkpoint first requested under `base_key`."""
     return f"{base_key}:retry{relaunch}"
+
+
+# --- the run's side: wait for the target instant, never fetch before it ------------------------------------------
+
+
+def fetch_target(spec: CheckpointSpec, requested_for: dt.datetime, start: dt.datetime | None, attempt: int = 0) -> dt.datetime:
+    """The instant a checkpoint run's /events request is due.
+
+    Pre-race checkpoints and the post-race check at T+5 follow the race's latest start time (re-read by the run just
+    before fetching: a start that moved since the sensor's request moves the target with it); a follow-up attempt of
+    the post-race chain keeps the time it was requested for (the ledger's next_attempt_at, counted from the previous
+    attempt, not from the start). Without a start time (race unknown) the requested time stands.
+    """
+    if attempt or start is None:
+        return requested_for
+    return due_time(start, spec)
+
+
+# A run may wait this much longer than the margin it was requested with: hosts' clocks and the sensor tick's own
+# duration differ by a few seconds, and a run should not give way over that.
+WAIT_SLACK = dt.timedelta(seconds=10)
+
+
+class Wait(StrEnum):
+    FETCH = "fetch"  # the target has come (or passed: the run started late): call TAB now
+    SLEEP = "sleep"  # the target is near: sleep until it, then look again
+    RESCHEDULE = "reschedule"  # the target moved further than `max_wait` away: free the worker, the sensor re-requests
+
+
+@dataclass(frozen=True)
+class WaitPlan:
+    action: Wait
+    seconds: float  # SLEEP: how long; FETCH: the lateness (>= 0); RESCHEDULE: how far away the target is
+
+
+def plan_wait(target: dt.datetime, now: dt.datetime, waited: dt.timedelta, max_wait: dt.timedelta,
+              requested_for: dt.datetime) -> WaitPlan:
+    """One step of a run's wait for `target` (it was requested for `requested_for`), having waited `waited` so far.
+
+    Never early: FETCH only once `now >= target`. A run requested on time waits at most the margin it was requested
+    with (`max_wait`). If its race's start moved so that the target is later than requested and further away than
+    that, a fresh request at the new time arrives on time too, so the run gives its worker back (RESCHEDULE) instead
+    of holding it. A target that did not move is always waited for, however far (the sensor requested it within the
+    margin, so only a clock difference between hosts makes it longer): fetching early is never the answer.
+    """
+    remaining = (target - now).total_seconds()
+    if remaining <= 0:
+        return WaitPlan(Wait.FETCH, -remaining)
+    if target > requested_for and waited + dt.timedelta(seconds=remaining) > max_wait:
+        return WaitPlan(Wait.RESCHEDULE, remaining)
+    return WaitPlan(Wait.SLEEP, remaining)
+
+
+def rescheduled_key(race_id: str, spec: CheckpointSpec, target: dt.datetime) -> str:
+    """Run key of a checkpoint requested again after its start moved: a new key (the first one is taken for good by
+    the run that gave way), named by the new target so the same move seen twice is still one request."""
+    return f"{run_key(race_id, spec)}:at{target.astimezone(dt.UTC):%Y%m%dT%H%M%SZ}"
+
+
+def claim_base_key(latest_key: str | None, first_key: str) -> str:
+    """The key re-requests of a claim count from (`<base>:retry<n>`): the claim's first key, i.e. the latest key
+    without its retry suffix (a rescheduled claim starts from its `:at<time>` key)."""
+    if not latest_key:
+        return first_key
+    return latest_key.split(":retry", 1)[0]

@@ -24,20 +24,50 @@ def claim_checkpoint(
     state: str = "requested",
     note: str | None = None,
     requested_at: dt.datetime | None = None,
+    run_key: str | None = None,
 ) -> bool:
-    """Record that `checkpoint` of `race_id` is being requested; False if it was already claimed (do not request)."""
+    """Record that `checkpoint` of `race_id` is being requested; False if it was already claimed (do not request).
+
+    A row `rescheduled` by a run that gave way (its race's start moved) counts as unclaimed: it is taken over in the
+    same statement (ON CONFLICT ... DO UPDATE WHERE state = 'rescheduled'), so it is still claimed once.
+    """
     require_aware(scheduled_for, "scheduled_for")
-    values = dict(race_id=race_id, checkpoint=checkpoint, scheduled_for=scheduled_for, state=state, note=note)
+    values = dict(race_id=race_id, checkpoint=checkpoint, scheduled_for=scheduled_for, state=state, note=note,
+                  run_key=run_key)
     if requested_at is not None:  # the sensor's clock, so the launch-gap check compares like with like
         require_aware(requested_at, "requested_at")
         values["requested_at"] = requested_at
+    insert = pg_insert(_ledger).values(**values)
     stmt = (
-        pg_insert(_ledger)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["race_id", "checkpoint"])
+        insert.on_conflict_do_update(
+            index_elements=["race_id", "checkpoint"],
+            set_={"scheduled_for": insert.excluded.scheduled_for, "state": insert.excluded.state,
+                  "note": insert.excluded.note, "run_key": insert.excluded.run_key,
+                  "requested_at": insert.excluded.requested_at, "run_id": None, "relaunches": 0, "checked_at": None,
+                  "updated_at": sa.func.now()},
+            where=_ledger.c.state == RESCHEDULED,
+        )
         .returning(_ledger.c.race_id)
     )
     return conn.execute(stmt).first() is not None
+
+
+# A run found its race's start moved so far that it gave way: the sensor requests the checkpoint again at the new
+# time (`scheduled_for` holds it) under a new run key.
+RESCHEDULED = "rescheduled"
+
+
+def reschedule_checkpoint(conn: sa.Connection, race_id: str, checkpoint: str, *, run_id: str,
+                          scheduled_for: dt.datetime, note: str) -> bool:
+    """The run `run_id` gives the checkpoint back to the sensor, due at `scheduled_for` (only while it holds it)."""
+    require_aware(scheduled_for, "scheduled_for")
+    stmt = (
+        sa.update(_ledger)
+        .where(_ledger.c.race_id == race_id, _ledger.c.checkpoint == checkpoint, _ledger.c.run_id == run_id,
+               _ledger.c.state == "running")
+        .values(state=RESCHEDULED, scheduled_for=scheduled_for, note=note, updated_at=sa.func.now())
+    )
+    return conn.execute(stmt).rowcount == 1
 
 
 def update_checkpoint(
@@ -97,12 +127,12 @@ def await_next_attempt(
 _CLAIM_DUE_ATTEMPTS = sa.text("""
 WITH due AS (
     SELECT race_id, checkpoint, attempt, run_id, next_attempt_at FROM race_checkpoints
-    WHERE checkpoint = :checkpoint AND state = 'waiting_final' AND next_attempt_at <= :now
+    WHERE checkpoint = :checkpoint AND state = 'waiting_final' AND next_attempt_at <= :due_before
     ORDER BY next_attempt_at, race_id LIMIT :limit FOR UPDATE SKIP LOCKED
 )
 UPDATE race_checkpoints AS l
 SET state = 'requested', attempt = due.attempt + 1, previous_run_id = due.run_id, run_id = NULL,
-    next_attempt_at = NULL, relaunches = 0, run_key = NULL, checked_at = NULL, requested_at = :now, updated_at = now()
+    relaunches = 0, run_key = NULL, checked_at = NULL, requested_at = :now, updated_at = now()
 FROM due
 WHERE l.race_id = due.race_id AND l.checkpoint = due.checkpoint AND l.state = 'waiting_final'
   AND l.attempt = due.attempt
@@ -110,10 +140,13 @@ RETURNING l.race_id, l.attempt, l.previous_run_id, l.scheduled_for, due.next_att
 """)
 
 
-def claim_due_attempts(conn: sa.Connection, checkpoint: str, now: dt.datetime, limit: int = 200) -> list[sa.Row]:
-    """Claim every `waiting_final` row whose next attempt is due (one UPDATE ... RETURNING: a row is claimed once)."""
+def claim_due_attempts(conn: sa.Connection, checkpoint: str, now: dt.datetime, limit: int = 200,
+                       ahead: dt.timedelta = dt.timedelta(0)) -> list[sa.Row]:
+    """Claim every `waiting_final` row whose next attempt is due by `now + ahead` (one UPDATE ... RETURNING: a row is
+    claimed once). `next_attempt_at` stays on the claimed row: it is the attempt's target, which its run waits for
+    and a re-request keeps."""
     require_aware(now, "now")
-    params = {"checkpoint": checkpoint, "now": now, "limit": limit}
+    params = {"checkpoint": checkpoint, "now": now, "due_before": now + ahead, "limit": limit}
     return sorted(conn.execute(_CLAIM_DUE_ATTEMPTS, params), key=lambda r: (r.due_at, r.race_id))
 
 
@@ -124,8 +157,8 @@ FROM races AS r
 WHERE l.checkpoint = :checkpoint
   AND ((l.state IN ('requested', 'requested_late') AND l.run_id IS NULL) OR (l.state = 'running' AND l.run_id IS NOT NULL))
   AND COALESCE(l.checked_at, l.requested_at) <= :stale_before AND r.race_id = l.race_id
-RETURNING l.race_id, l.attempt, l.previous_run_id, l.scheduled_for, l.state, l.run_id, l.relaunches, l.run_key,
-          r.start_time, r.status
+RETURNING l.race_id, l.attempt, l.previous_run_id, l.scheduled_for, l.next_attempt_at, l.state, l.run_id,
+          l.relaunches, l.run_key, r.start_time, r.status
 """)
 
 # A row in one of these states may be stuck: requested and no run took it, or running and its run died.

@@ -19,6 +19,7 @@ from racing_orchestration.checkpoints.jobs import (
 )
 from racing_orchestration.checkpoints.windows import CHECKPOINTS
 from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint
+from racing_orchestration.settings import launch_ahead
 from racing_orchestration.race_db.queries import dividends_for_race, final_dividends, odds_for_race, race_row, results_for_race
 from orchestration_core.run_outcome import TAG_OUTCOME
 from racing_orchestration.tab.client import TabClient
@@ -167,7 +168,9 @@ def test_transient_errors_retry_then_succeed_or_fail(pg_instance, race_db) -> No
 
 def _chain(race, pg_instance, race_db, client, monkeypatch, delays=(0.05, 0.05, 0.1)):
     """Run attempt 0 as the T+5 sensor would, then, while the ledger says waiting_final, tick the post-race sensor
-    with its clock just past next_attempt_at and run what it requests: the chain with no run waiting in between."""
+    with its clock just inside the launch-ahead margin of next_attempt_at and run what it requests (the run waits
+    for next_attempt_at itself): the chain with no run waiting in between."""
+    ahead = launch_ahead()
     with race_db.begin() as conn:
         claim_checkpoint(conn, race.race_id, "post", race.jump() + dt.timedelta(minutes=5))
     results = [_run("post_race_t5", race.race_id, "post", pg_instance, client, race_db, list(delays))]
@@ -178,11 +181,11 @@ def _chain(race, pg_instance, race_db, client, monkeypatch, delays=(0.05, 0.05, 
         if ledger.state != "waiting_final":
             return results, requests, ledger
         assert ledger.run_id == results[-1].run_id and ledger.attempt == len(results) - 1
-        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at - dt.timedelta(seconds=1))
+        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at - ahead - dt.timedelta(seconds=1))
         with dg.build_sensor_context(instance=pg_instance, resources={"race_db": race_db}) as context:
             early = sensors.post_race_t5_sensor(context)
         assert not [r for r in getattr(early, "run_requests", None) or [] if r.tags["racing/race_id"] == race.race_id]
-        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at + dt.timedelta(seconds=1))
+        monkeypatch.setattr(sensors, "sensor_now", lambda: ledger.next_attempt_at - ahead + dt.timedelta(seconds=1))
         with dg.build_sensor_context(instance=pg_instance, resources={"race_db": race_db}) as context:
             tick = sensors.post_race_t5_sensor(context)
         [request] = [r for r in tick.run_requests if r.tags["racing/race_id"] == race.race_id]

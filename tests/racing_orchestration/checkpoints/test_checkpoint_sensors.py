@@ -25,6 +25,7 @@ from racing_orchestration.checkpoints.windows import (
 )
 from racing_orchestration.race_db.checkpoints import await_next_attempt, update_checkpoint
 from racing_orchestration.race_db.store import upsert_event
+from racing_orchestration.settings import launch_ahead
 from racing_orchestration.tab.sim_engine import SimFeed, SimFeedConfig
 from tests.racing_orchestration.checkpoint_support import Clock, fetch_event, seed_day
 
@@ -120,13 +121,19 @@ def _next_due(message: str) -> dt.datetime:
     return dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.UTC)
 
 
-def _simulate_run(conn, feed, request, name: str, now: dt.datetime, stuck: str) -> str:
-    """What the requested run does to the race DB and the ledger (the job itself is tested in test_checkpoint_jobs)."""
+def _simulate_run(conn, feed, request, name: str, clock: Clock, stuck: str) -> str:
+    """What the requested run does to the race DB and the ledger (the job itself is tested in test_checkpoint_jobs):
+    it fetches at its target, the request's `racing/scheduled_for` (the sensor requested it ahead of that)."""
     race_id = request.tags["racing/race_id"]
     attempt = int(request.tags.get("racing/attempt", "0"))
     run_id = f"run-{race_id}-{name}-{attempt}"
     update_checkpoint(conn, race_id, name, state="running", run_id=run_id)
-    event = fetch_event(feed, race_id)
+    sensor_time = clock.now
+    now = clock.now = max(sensor_time, dt.datetime.fromisoformat(request.tags["racing/scheduled_for"]))
+    try:
+        event = fetch_event(feed, race_id)
+    finally:
+        clock.now = sensor_time
     upsert_event(conn, event)  # status and start-time changes
     status = "Interim" if race_id == stuck and event.race.status == "Final" else event.race.status
     if status == "Abandoned":
@@ -159,6 +166,9 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
     first = min(r.scheduled_start for r in sim_races.values()) - dt.timedelta(minutes=62)
     last = max(r.jump() for r in sim_races.values()) + dt.timedelta(minutes=27)
     clock.now = first
+    ahead = launch_ahead()
+    assert ahead > TICK  # the default margin: requests come before their targets
+    # (attempt, target) of every request; each request's own time is checked against its target as it comes.
     requests: dict[tuple[str, str], list[tuple[int, dt.datetime]]] = defaultdict(list)
     run_ids: dict[tuple[str, str, int], str] = {}
     skips: list[str] = []
@@ -180,19 +190,20 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
                 attempt = int(request.tags.get("racing/attempt", "0"))
                 scheduled = dt.datetime.fromisoformat(request.tags["racing/scheduled_for"])
                 assert request.run_key == (f"{race_id}:{name}" if attempt == 0 else f"{race_id}:{name}:{attempt}")
-                assert scheduled <= clock.now < scheduled + TICK, (race_id, name, scheduled, clock.now)  # none early
+                # Launch ahead: requested within one tick after `ahead` before the target (the run waits for it).
+                assert scheduled - ahead <= clock.now < scheduled - ahead + TICK, (race_id, name, scheduled, clock.now)
                 assert "racing/late" not in request.tags
                 if attempt:
                     assert request.tags["racing/previous_run_id"] == run_ids[(race_id, name, attempt - 1)]
                     assert request.run_config["ops"]["check_race_result"]["config"]["attempt"] == attempt
-                requests[(race_id, name)].append((attempt, clock.now))
+                requests[(race_id, name)].append((attempt, scheduled))
                 tick_requested = True
                 with race_db.begin() as conn:
-                    run_ids[(race_id, name, attempt)] = _simulate_run(conn, feed, request, name, clock.now, stuck)
+                    run_ids[(race_id, name, attempt)] = _simulate_run(conn, feed, request, name, clock, stuck)
         if not tick_requested and (restarted or clock.now + dt.timedelta(hours=1) < first + dt.timedelta(hours=6)):
             # Every sensor skipped and named its next due time: the ticks before that one are idle, so jump to the
             # last 15 s tick before it (a wrong hint would show up as a late or missing request below).
-            hint = min(_next_due(message) for message in skips[-3:])
+            hint = min(_next_due(message) for message in skips[-3:]) - ahead  # requested `ahead` of it
             ticks = max(1, int((hint - clock.now) / TICK))
             clock.advance(seconds=15 * min(ticks - 1, 200))
         if not restarted and clock.now >= first + dt.timedelta(hours=6):
@@ -212,7 +223,8 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
             assert len(taken) == 1
         for (attempt, at), (_, following) in zip(taken, taken[1:], strict=False):
             wait = dt.timedelta(seconds=POST_RACE_DELAYS_SECONDS[attempt])
-            assert wait <= following - at < wait + TICK, (race_id, attempt, following - at)  # the 5/5/10 chain
+            # The 5/5/10 chain, target to target: each attempt's run fetched at its own target.
+            assert following - at == wait, (race_id, attempt, following - at)
     for race_id, race in sim_races.items():
         taken = {name for name in CHECKPOINTS if (race_id, name) in requests}
         if race.abandoned_at is None:
@@ -231,8 +243,8 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
     chain = requests[(plain.race_id, "post")]
     assert [a for a, _ in chain] == [0, 1, 2]
     due = plain.scheduled_start + dt.timedelta(minutes=5)
-    for (_, at), offset in zip(chain, (0, 5, 10), strict=True):
-        assert due + dt.timedelta(minutes=offset) <= at < due + dt.timedelta(minutes=offset) + TICK
+    for (_, target), offset in zip(chain, (0, 5, 10), strict=True):
+        assert target == due + dt.timedelta(minutes=offset)
     assert (posts[plain.race_id].state, posts[plain.race_id].attempt) == ("done", 2)
     assert [a for a, _ in requests[(stuck, "post")]] == [0, 1, 2, 3]
     assert (posts[stuck].state, posts[stuck].attempt) == ("provisional", 3)
