@@ -160,7 +160,9 @@ def skip_past_checkpoints(execute, now: dt.datetime, ahead_seconds: float) -> No
 
 def sim_args(args) -> list[str]:
     return ["--dense-every", str(args.every), "--dense-races", str(args.races), "--dense-lead", str(args.lead),
-            "--final-after", str(args.final_after)]
+            "--final-after", str(args.final_after), "--fault-5xx", str(args.fault_5xx),
+            "--fault-timeout", str(args.fault_timeout), "--fault-malformed", str(args.fault_malformed),
+            "--fault-429", str(args.fault_429)]
 
 
 def wait_for_chains(race_engine: sa.Engine, races: list, timeout_minutes: float, progress) -> tuple[float, bool]:
@@ -192,6 +194,8 @@ def main() -> int:
     parser.add_argument("--launch-ahead", type=float, default=None,
                         help="RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS (default: the launcher's: 45 s local, 60 s compose)")
     parser.add_argument("--timeout-minutes", type=float, default=45.0)
+    for kind in ("5xx", "timeout", "malformed", "429"):  # the feed's fault injection (`racing sim --fault-…`)
+        parser.add_argument(f"--fault-{kind}", type=float, default=0.0, metavar="RATE")
     parser.add_argument("--image-tag", default="bench", help="docker: IMAGE_TAG of the images built and run")
     parser.add_argument("--skip-build", action="store_true", help="docker: use the images already built under the tag")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
@@ -523,6 +527,24 @@ def _full_id(stack, short_id: str) -> str:
     return stack._run(["docker", "inspect", "-f", "{{.Id}}", short_id]).stdout.strip()
 
 
+def completeness(race_engine: sa.Engine) -> dict:
+    """The racing_day checks' figures (race_db.completeness) for every meeting date of the window, at the end."""
+    from racing_orchestration.race_db.completeness import day_completeness, race_facts_for_day
+
+    out = {}
+    now = dt.datetime.now(dt.UTC)
+    with race_engine.connect() as conn:
+        days = [d for (d,) in conn.execute(sa.text("SELECT DISTINCT meeting_date FROM meetings ORDER BY 1"))]
+        for day in days:
+            facts = day_completeness(race_facts_for_day(conn, day), now)
+            out[str(day)] = {"races": facts.races, "started": facts.started, "finished": facts.finished} | {
+                name: {"expected": f.expected, "captured_or_explained": f.complete, "ratio": round(f.ratio, 4),
+                       "counts": {str(c): n for c, n in f.counts.items()},
+                       "gaps": [f"{g.race_id}: {g.item_class}" for g in f.gaps][:10]}
+                for name, f in facts.figures.items()}
+    return out
+
+
 def report(race_engine: sa.Engine, dagster_engine: sa.Engine, stats: dict, scrape_calls: dict, resources: dict,
            wall: float, finished: bool) -> dict:
     with dagster_engine.connect() as conn:
@@ -591,6 +613,7 @@ def report(race_engine: sa.Engine, dagster_engine: sa.Engine, stats: dict, scrap
                          "runs_with_more_than_one_events_call": sum(1 for n in calls_per_run.values() if n > 1)},
         "late_tagged_runs": sum(1 for run in sensor_runs.values() if run.get("racing/late") == "true"),
         "ledger": ledger, "post_attempt_reached": attempts, "run_statuses": statuses,
+        "completeness": completeness(race_engine),
         "resources": resources,
     }
     return summary

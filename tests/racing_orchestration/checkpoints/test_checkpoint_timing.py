@@ -1,8 +1,9 @@
 """The checkpoints' real timing constants, asserted through the real jobs, sensor and Dagster retry machinery.
 
 Nothing here shortens a delay: the post-race job runs with its default 5/5/10-minute chain and the pre-race jobs with
-their real RetryPolicy (60 s, linear). Time is faked instead, at three seams: the jobs' `now_utc`, the sensors'
-`sensor_now` and the clock Dagster's in-process executor waits on between step retries. The expected waits are
+their real RetryPolicy (60 s, linear); the sensor requests with its default 45 s launch-ahead margin and the run waits
+for its target. Time is faked instead, at three seams: the runs' `fetch.CLOCK`, the sensors' `sensor_now` and the
+clock Dagster's in-process executor waits on between step retries. The expected waits are
 written as literal seconds, never read back from the constants under test.
 """
 
@@ -13,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from orchestration_core.run_outcome import TAG_OUTCOME
-from racing_orchestration.checkpoints import jobs, sensors
+from racing_orchestration.checkpoints import fetch, sensors
 from racing_orchestration.checkpoints.jobs import checkpoint_run_config, post_race_t5, pre_race_t15
 from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint
 from racing_orchestration.race_db.queries import odds_for_race, results_for_race
@@ -38,10 +39,24 @@ def _tick(instance: dg.DagsterInstance, race_db, clock: Clock, race_id: str) -> 
     return [r for r in getattr(result, "run_requests", None) or [] if r.tags["racing/race_id"] == race_id]
 
 
+class RunClock:
+    """`fetch.CLOCK` on the test's clock: a run's wait for its target moves the fake time instead of sleeping."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def now(self) -> dt.datetime:
+        return self.clock.now
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.advance(seconds=seconds)
+
+
 @pytest.mark.integration
 def test_post_race_chain_waits_five_five_ten_minutes_then_ends_provisional(pg_instance, race_db, monkeypatch) -> None:
+    monkeypatch.delenv("RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS", raising=False)
     clock = Clock(MORNING)
-    monkeypatch.setattr(jobs, "now_utc", clock)
+    monkeypatch.setattr(fetch, "CLOCK", RunClock(clock))
     monkeypatch.setattr(sensors, "sensor_now", clock)
     # The race stays Interim for two hours after its jump: every check of the chain finds it not Final.
     with SimFeedServer(SimFeedConfig(seed=7, final_after_seconds=7200), now=clock).start() as server:
@@ -53,15 +68,18 @@ def test_post_race_chain_waits_five_five_ten_minutes_then_ends_provisional(pg_in
         expected_waits = [300, 300, 600]  # seconds after each check's own time: the old system's 5/5/10 minutes
         results, nexts = [], []
         for attempt in range(4):
-            clock.now = due - dt.timedelta(seconds=1)
+            # Requested the default 45 s launch-ahead margin before the check is due, not a second sooner.
+            clock.now = due - dt.timedelta(seconds=46)
             assert _tick(pg_instance, race_db, clock, race.race_id) == [], f"attempt {attempt} requested early"
-            clock.now = due
+            clock.now = due - dt.timedelta(seconds=45)
             [request] = _tick(pg_instance, race_db, clock, race.race_id)
             assert request.tags.get("racing/attempt") == str(attempt)
             assert request.run_key == (f"{race.race_id}:post" if attempt == 0 else f"{race.race_id}:post:{attempt}")
             assert "retry_delays_seconds" not in request.run_config["ops"]["check_race_result"]["config"]
-            # The run starts a few seconds after the request: the next wait counts from the check, not the request.
-            checked_at = clock.advance(seconds=7)
+            # The run starts a few seconds after the request and waits for the due instant before it checks; the next
+            # wait counts from the check, not from the request.
+            clock.advance(seconds=7)
+            checked_at = due
             result = post_race_t5.execute_in_process(
                 run_config=request.run_config, instance=pg_instance, tags=request.tags,
                 resources={"tab_client": client, "race_db": race_db}, raise_on_error=False)
