@@ -25,6 +25,23 @@ class Clock:
         self.now += dt.timedelta(**delta)
         return self.now
 
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds=seconds)
+
+
+class RunClock:
+    """`fetch.CLOCK` (the runs' `now()` and `sleep()`) on a test's Clock: a run's wait for its target moves the fake
+    time instead of sleeping."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def now(self) -> dt.datetime:
+        return self.clock.now
+
+    def sleep(self, seconds: float) -> None:
+        self.clock.sleep(seconds)
+
 
 class DagsterRetryClock:
     """The clock Dagster's in-process executor reads between step retries, faked: a step up for retry is due at
@@ -49,10 +66,15 @@ class DagsterRetryClock:
     @classmethod
     def install(cls, monkeypatch) -> DagsterRetryClock:
         import importlib
+        import inspect
 
         clock = cls()
         module = importlib.import_module(cls.MODULE)
+        # If Dagster moves its retry wait, fail here rather than really wait (30 minutes for the morning scrape).
         assert hasattr(module, "time"), f"{cls.MODULE} no longer uses the time module: find Dagster's retry wait again"
+        assert "time.sleep" in inspect.getsource(module.ActiveExecution.sleep_til_ready)
+        assert "time.time() + dagster_event.step_retry_data.seconds_to_wait" in inspect.getsource(
+            module.ActiveExecution.handle_event)
         monkeypatch.setattr(module, "time", clock)
         return clock
 

@@ -35,7 +35,7 @@ from racing_orchestration.settings import DEFAULT_LAUNCH_AHEAD_SECONDS, RacingSe
 from racing_orchestration.tab.client import TabClient
 from racing_orchestration.tab.sim_engine import SimFeedConfig
 from racing_orchestration.tab.sim_feed import SimFeedServer
-from tests.racing_orchestration.checkpoint_support import Clock, pick_race, seed_day
+from tests.racing_orchestration.checkpoint_support import Clock, RunClock, pick_race, seed_day
 
 T60, T15, POST = CHECKPOINTS["t60"], CHECKPOINTS["t15"], CHECKPOINTS["post"]
 START = dt.datetime(2026, 11, 29, 1, 0, tzinfo=dt.UTC)
@@ -137,19 +137,6 @@ class FakeClock(Clock):
             hook()
 
 
-class SeamClock:
-    """Adapts FakeClock to the seam's interface (`now()`, `sleep()`)."""
-
-    def __init__(self, fake: FakeClock) -> None:
-        self.fake = fake
-
-    def now(self) -> dt.datetime:
-        return self.fake.now
-
-    def sleep(self, seconds: float) -> None:
-        self.fake.sleep(seconds)
-
-
 class FeedTime:
     """The simulated feed's clock: the fake time, recording each moment the feed asked for it (it asks while serving a
     request), so a test sees when TAB was called in the run's time."""
@@ -193,7 +180,7 @@ def timed(race_db, monkeypatch):
     feed_time = FeedTime(clock)
     with SimFeedServer(SimFeedConfig(seed=7), now=feed_time) as server:
         seed_day(server.feed, race_db, DAY, countries=("NZ",))
-        monkeypatch.setattr(fetch, "CLOCK", SeamClock(clock))
+        monkeypatch.setattr(fetch, "CLOCK", RunClock(clock))
         client = TabClient(base_url=server.base_url, retry_backoff_seconds=0.01, timeout_seconds=5)
         feed = Feed(server, feed_time)
         races = server.feed.day(DAY)

@@ -21,7 +21,7 @@ from racing_orchestration.race_db.queries import odds_for_race, results_for_race
 from racing_orchestration.tab.client import TabClient
 from racing_orchestration.tab.sim_engine import SimFeedConfig
 from racing_orchestration.tab.sim_feed import SimFeedServer
-from tests.racing_orchestration.checkpoint_support import Clock, DagsterRetryClock, pick_race, seed_day
+from tests.racing_orchestration.checkpoint_support import Clock, DagsterRetryClock, RunClock, pick_race, seed_day
 
 DAY = dt.date(2026, 11, 29)
 MORNING = dt.datetime(2026, 11, 28, 17, tzinfo=dt.UTC)  # 06:00 in Auckland on the 29th
@@ -37,19 +37,6 @@ def _tick(instance: dg.DagsterInstance, race_db, clock: Clock, race_id: str) -> 
     with dg.build_sensor_context(instance=instance, resources={"race_db": race_db}) as context:
         result = sensors.post_race_t5_sensor(context)
     return [r for r in getattr(result, "run_requests", None) or [] if r.tags["racing/race_id"] == race_id]
-
-
-class RunClock:
-    """`fetch.CLOCK` on the test's clock: a run's wait for its target moves the fake time instead of sleeping."""
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-
-    def now(self) -> dt.datetime:
-        return self.clock.now
-
-    def sleep(self, seconds: float) -> None:
-        self.clock.advance(seconds=seconds)
 
 
 @pytest.mark.integration

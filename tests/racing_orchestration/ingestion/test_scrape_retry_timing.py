@@ -7,14 +7,12 @@ Dagster holds a step up for retry in `ActiveExecution` until `time.time()` passe
 """
 
 import datetime as dt
-import inspect
 import itertools
 from collections import Counter
 
 import dagster as dg
 import pytest
 import sqlalchemy as sa
-from dagster._core.execution.plan import active as active_execution
 
 from orchestration_core.run_outcome import (
     TAG_ITEMS_FAILED,
@@ -27,34 +25,14 @@ from racing_orchestration.ingestion.jobs import (
     COMBINATION_MAX_RETRIES,
     COMBINATION_RETRY_DELAY_SECONDS,
 )
+from tests.racing_orchestration.checkpoint_support import DagsterRetryClock
 from tests.racing_orchestration.ingestion import scrape_faults
 from tests.racing_orchestration.ingestion.scrape_faults import FEED
 
 
-class FakeTime:
-    """Stands in for the `time` module inside Dagster's ActiveExecution."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-        self.sleeps: list[float] = []
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 @pytest.fixture
-def fake_retry_clock(monkeypatch) -> FakeTime:
-    # If Dagster moves its retry wait, fail here rather than really wait 30 minutes.
-    assert "time.sleep" in inspect.getsource(active_execution.ActiveExecution.sleep_til_ready)
-    assert "time.time() + dagster_event.step_retry_data.seconds_to_wait" in inspect.getsource(
-        active_execution.ActiveExecution.handle_event)
-    fake = FakeTime()
-    monkeypatch.setattr(active_execution, "time", fake)
-    return fake
+def fake_retry_clock(monkeypatch) -> DagsterRetryClock:
+    return DagsterRetryClock.install(monkeypatch)
 
 
 @pytest.mark.unit
@@ -102,7 +80,7 @@ def test_default_policy_waits_1800_s_at_most_3_times_for_failed_and_empty_combin
     assert sum(1 for s, _ in status.values() if s == "ok") == 12 - 4
 
     # Every wait was Dagster's, of exactly 1800 s on the fake clock, between consecutive attempts of a combination.
-    assert fake_retry_clock.sleeps == [1800.0, 1800.0, 1800.0]
+    assert fake_retry_clock.waits == [1800.0, 1800.0, 1800.0]
     for category, country, day, attempts in [("H", "AUS", today, 4), ("H", "AUS", tomorrow, 4),
                                              ("G", "NZ", today, 4), ("H", "NZ", today, 3), ("G", "NZ", tomorrow, 1)]:
         times = FEED.attempts(category, country, day)
