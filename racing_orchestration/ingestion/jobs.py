@@ -40,6 +40,9 @@ class ScrapePlanConfig(dg.Config):
 class CombinationRetryConfig(dg.Config):
     retry_delay_seconds: float = COMBINATION_RETRY_DELAY_SECONDS
     max_retries: int = COMBINATION_MAX_RETRIES
+    # Today's empty card is tried again like a failed one (TAB may publish it after 06:00). Off for a partial card
+    # known to be complete, e.g. the simulated feed's dense mode, which races in only some combinations.
+    retry_empty: bool = True
 
 
 @dg.op(out=dg.DynamicOut(ScrapeCombination), description="Fan out one step per (category, country, date).")
@@ -83,7 +86,7 @@ def scrape_combination(
         result = CombinationResult(combination, "failed", attempts=attempt + 1, error=str(exc))
     else:
         result = result._replace(attempts=attempt + 1)
-        if (result.status == "empty" and attempt < config.max_retries
+        if (result.status == "empty" and config.retry_empty and attempt < config.max_retries
                 and retries_when_empty(combination.day, dt.datetime.now(dt.UTC), racing_timezone())):
             # Its call is already in the scrapes table; an empty card is not an error, so no exception is chained.
             context.log.info(f"{combination.key} has no meetings yet (attempt {attempt + 1}); "
