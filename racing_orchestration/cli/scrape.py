@@ -37,21 +37,6 @@ def _split(value: str | None) -> list[str] | None:
     return value.split(",") if value else None
 
 
-def scrape_run_config(dates: list[dt.date] | None, categories: list[str] | None,
-                      countries: list[str] | None) -> dict:
-    """morning_scrape's run config for one manual run with no retry waits (as ingestion.runner builds it; the
-    webserver validates it against the job, so a drift fails the launch, and the CLI test)."""
-    plan: dict = {}
-    if dates:
-        plan["dates"] = [d.isoformat() for d in dates]
-    if categories:
-        plan["categories"] = categories
-    if countries:
-        plan["countries"] = countries
-    return {"ops": {"plan_scrape_combinations": {"config": plan},
-                    "scrape_combination": {"config": {"max_retries": 0}}}}
-
-
 def run(args: argparse.Namespace) -> int:
     if dagster_home_missing("scrape"):
         return EXIT_FAILED
@@ -63,7 +48,11 @@ def run_queued(args: argparse.Namespace) -> int:
 
     from orchestration_core.run_outcome import TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED
 
-    run_config = scrape_run_config(args.dates, _split(args.categories), _split(args.countries))
+    from racing_orchestration.ingestion.jobs import morning_scrape_run_config
+
+    # No retry waits: the command reports failed combinations rather than holding the terminal for 30 minutes.
+    run_config = morning_scrape_run_config(args.dates, categories=_split(args.categories),
+                                           countries=_split(args.countries), max_retries=0)
     with dg.DagsterInstance.get() as instance:
         queued = submit("scrape", instance, "morning_scrape", run_config, {TAG_TRIGGERED_BY: "manual"},
                         detach=args.detach)

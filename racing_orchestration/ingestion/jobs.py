@@ -123,8 +123,31 @@ def morning_scrape():
     summarize_scrape(plan_scrape_combinations().map(scrape_combination).collect())
 
 
-def morning_scrape_run_config(days: list[dt.date]) -> dict:
-    return {"ops": {"plan_scrape_combinations": {"config": {"dates": [d.isoformat() for d in days]}}}}
+def morning_scrape_run_config(
+    days: list[dt.date] | None = None,
+    *,
+    categories: list[str] | None = None,
+    countries: list[str] | None = None,
+    max_retries: int | None = None,
+    max_concurrent: int | None = None,
+) -> dict:
+    """morning_scrape's run config: the one builder for the schedule, `racing scrape` (queued or in-process) and the
+    benches. What is left out keeps the job's default (today and tomorrow, every category and country, the 30-minute
+    retries, 8 combinations at once)."""
+    plan: dict = {}
+    if days:
+        plan["dates"] = [d.isoformat() for d in days]
+    if categories:
+        plan["categories"] = categories
+    if countries:
+        plan["countries"] = countries
+    ops: dict = {"plan_scrape_combinations": {"config": plan}}
+    if max_retries is not None:
+        ops["scrape_combination"] = {"config": {"max_retries": max_retries}}
+    run_config: dict = {"ops": ops}
+    if max_concurrent is not None:
+        run_config["execution"] = {"config": {"max_concurrent": max_concurrent}}
+    return run_config
 
 
 @dg.schedule(

@@ -36,21 +36,10 @@ def run_morning_scrape(
     max_concurrent: int | None = None,
 ) -> ScrapeRun:
     """Execute morning_scrape once through the instance (threadpool executor); no retries by default."""
-    plan: dict = {}
-    if days:
-        plan["dates"] = [d.isoformat() for d in days]
-    if categories:
-        plan["categories"] = categories
-    if countries:
-        plan["countries"] = countries
-    run_config = {
-        "ops": {
-            "plan_scrape_combinations": {"config": plan},
-            "scrape_combination": {"config": {"max_retries": max_retries}},
-        }
-    }
-    if max_concurrent is not None:
-        run_config["execution"] = {"config": {"max_concurrent": max_concurrent}}
+    from racing_orchestration.ingestion.jobs import morning_scrape_run_config
+
+    run_config = morning_scrape_run_config(days, categories=categories, countries=countries, max_retries=max_retries,
+                                           max_concurrent=max_concurrent)
     job = dg.build_reconstructable_job("racing_orchestration.ingestion.runner", "resolved_morning_scrape")
     started = time.monotonic()
     with dg.execute_job(job, instance=instance, run_config=run_config, raise_on_error=False) as result:

@@ -5,7 +5,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_schedule
+from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_run_config, morning_scrape_schedule
 from orchestration_core.run_outcome import TAG_ITEMS_FAILED, TAG_ITEMS_PROCESSED, TAG_OUTCOME
 from racing_orchestration.tab.client import TabClient
 
@@ -168,3 +168,25 @@ def test_schedule_scrapes_today_and_tomorrow_in_racing_time(scheduled_utc, expec
     dates = request.run_config["ops"]["plan_scrape_combinations"]["config"]["dates"]
     assert dates == [expected_today.isoformat(), (expected_today + dt.timedelta(days=1)).isoformat()]
     assert dg.validate_run_config(morning_scrape, request.run_config)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({}, {"ops": {"plan_scrape_combinations": {"config": {}}}}),
+        ({"days": [dt.date(2026, 11, 30)]},
+         {"ops": {"plan_scrape_combinations": {"config": {"dates": ["2026-11-30"]}}}}),
+        ({"categories": ["T"], "countries": ["NZ"], "max_retries": 0},
+         {"ops": {"plan_scrape_combinations": {"config": {"categories": ["T"], "countries": ["NZ"]}},
+                  "scrape_combination": {"config": {"max_retries": 0}}}}),
+        ({"max_concurrent": 2},
+         {"ops": {"plan_scrape_combinations": {"config": {}}}, "execution": {"config": {"max_concurrent": 2}}}),
+    ],
+)
+def test_one_run_config_builder_serves_schedule_cli_and_runner(kwargs, expected) -> None:
+
+    run_config = morning_scrape_run_config(**kwargs)
+    assert run_config == expected
+    # The webserver validates a queued launch against the job's schema; the same check here keeps the builder honest.
+    assert dg.validate_run_config(morning_scrape, run_config) is not None
