@@ -15,7 +15,10 @@ So this guard, a sensor of the maintenance location, looks at each failed mainte
 - a task failure (the op raised `dg.Failure`, i.e. reported it, or run monitoring stopped it at its max runtime) is
   the task's business: max_retries and the failure alert cover it; the guard leaves it alone;
 - a death Dagster retries is recorded with the retry's run id (the retry is judged in turn when it fails);
-- a death Dagster does not retry is re-launched as a new run (run key `<task>:relaunch:<dead run id>`, tags
+- a death Dagster does not retry, when a later run of the same task (not one of this run's retries or re-launches)
+  has succeeded or is under way, is recorded as superseded by it: that run does the task's work, so a re-launch would
+  repeat it and an alert would report a loss that did not happen;
+- otherwise a death Dagster does not retry is re-launched as a new run (run key `<task>:relaunch:<dead run id>`, tags
   `maintenance/relaunch_of` and `maintenance/relaunch_number`) at most MAX_RELAUNCHES times per chain, when the task
   still exists and is enabled and the run either never reached its op (nothing was done, so repeating is safe) or the
   task allows repeats (max_retries > 0). Otherwise it is reported: an alert through the alert webhook.
@@ -69,6 +72,7 @@ class Verdict(StrEnum):
     TASK_FAILURE = "task_failure"  # reported by the op, or stopped at its max runtime: not an infrastructure death
     WAIT = "wait"  # Dagster said it will retry and has not yet
     DAGSTER_RETRIED = "dagster_retried"
+    SUPERSEDED = "superseded"  # a later run of the same task succeeded or is under way: it covers the lost one
     RELAUNCH = "relaunched"
     REPORT = "reported"
 
@@ -113,8 +117,8 @@ def relaunch_number(tags: dict[str, str], unreadable: int) -> int:
         return unreadable
 
 
-def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, max_relaunches: int = MAX_RELAUNCHES,
-           dagster_retry_wait: dt.timedelta = DAGSTER_RETRY_WAIT) -> Decision:
+def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, newer_run: str | None = None,
+           max_relaunches: int = MAX_RELAUNCHES, dagster_retry_wait: dt.timedelta = DAGSTER_RETRY_WAIT) -> Decision:
     """Relaunch, report, or leave to Dagster / the task: see the module docstring."""
     retry_pending = run.tags.get(WILL_RETRY) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID)
     if retry_pending and (run.ended_at is None or now - run.ended_at < dagster_retry_wait):
@@ -124,6 +128,8 @@ def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, max_relaunches: i
     if retry := run.tags.get(AUTO_RETRY_RUN_ID):
         return Decision(Verdict.DAGSTER_RETRIED, f"Dagster retried it as run {retry}")
     # Not retried by Dagster; or it said it would, but no retry came (its daemon down or failing): the guard acts.
+    if newer_run:
+        return Decision(Verdict.SUPERSEDED, f"not re-launched: a later run of the task, {newer_run}, covers it")
     relaunches = relaunch_number(run.tags, unreadable=max_relaunches)
     if relaunches >= max_relaunches:
         return Decision(Verdict.REPORT, f"not re-launched: already re-launched {relaunches} times")
@@ -196,14 +202,14 @@ def guard_tick(instance: dg.DagsterInstance, engine: sa.Engine, alert_webhook: A
                  != r.dagster_run.run_id]
     for record in undecided[-MAX_DECISIONS_PER_TICK:][::-1]:  # oldest first
         dead = _dead_run(instance, record)
-        decision = decide(dead, _task_state(engine, dead.task_name), now)
+        decision = decide(dead, _task_state(engine, dead.task_name), now, newer_run=_newer_run(instance, record))
         if decision.verdict == Verdict.WAIT:
             continue
         note = f"{dead.run_id} ({dead.task_name}): {death_cause(dead)}; {decision.reason}"
         if decision.verdict == Verdict.TASK_FAILURE:
             _record(instance, dead, decision.verdict, None)  # its own error tag stays
             continue
-        if decision.verdict == Verdict.DAGSTER_RETRIED:
+        if decision.verdict in (Verdict.DAGSTER_RETRIED, Verdict.SUPERSEDED):
             _record(instance, dead, decision.verdict, note)
         elif (relaunched := _relaunched_as(instance, dead)) is not None:
             note = f"{dead.run_id} ({dead.task_name}): {death_cause(dead)}; re-launched as run {relaunched}"
@@ -240,6 +246,28 @@ def _recent_failures(instance: dg.DagsterInstance, now: dt.datetime) -> list[dg.
             break
         cursor = page[-1].dagster_run.run_id
     return found
+
+
+# A later run in one of these states does (or did) the task's work; a failed or canceled one is judged on its own.
+_COVERING_STATUSES = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
+                      dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+_CHAIN_TAGS = (TAG_RELAUNCH_OF, "dagster/parent_run_id", "dagster/root_run_id")
+
+
+def _newer_run(instance: dg.DagsterInstance, dead: dg.RunRecord) -> str | None:
+    """A run of the same task created after `dead` that succeeded or is under way, other than `dead`'s own retries
+    and re-launches (those are its chain, followed by the verdicts above)."""
+    task_name = dead.dagster_run.tags.get(TAG_TASK)
+    if not task_name:
+        return None
+    filters = dg.RunsFilter(tags={TAG_TASK: task_name}, statuses=_COVERING_STATUSES,
+                            created_after=dead.create_timestamp.astimezone(dt.UTC).replace(tzinfo=None))
+    for record in instance.get_run_records(filters=filters, limit=PAGE_SIZE):
+        run = record.dagster_run
+        if run.run_id != dead.dagster_run.run_id and all(run.tags.get(t) != dead.dagster_run.run_id
+                                                          for t in _CHAIN_TAGS):
+            return run.run_id
+    return None
 
 
 def _relaunched_as(instance: dg.DagsterInstance, dead: DeadRun) -> str | None:

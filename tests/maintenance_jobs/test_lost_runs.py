@@ -96,8 +96,8 @@ class Deployment:
         self.retry_daemon = EventLogConsumerDaemon()
         self.retry_iteration()  # its first iteration sets the event cursor (older failures are never retried)
 
-    def scheduled_run(self, task_name: str) -> dg.DagsterRun:
-        request = scheduled_run_request(get_task(self.registry.engine(), task_name), MINUTE, TZ)
+    def scheduled_run(self, task_name: str, minute: dt.datetime = MINUTE) -> dg.DagsterRun:
+        request = scheduled_run_request(get_task(self.registry.engine(), task_name), minute, TZ)
         return self.launch(request, sensor_name="maintenance_dispatcher")
 
     def launch(self, request: dg.RunRequest, sensor_name: str) -> dg.DagsterRun:
@@ -284,3 +284,40 @@ def test_reported_without_a_webhook_is_still_visible(deployment: Deployment, clo
     assert tags[TAG_VERDICT] == "reported"
     assert "max_retries is 0" in tags["racing/error"] and "alerts disabled" in tags["racing/error"]
 
+
+
+def test_a_lost_run_a_later_run_of_the_task_covers_is_neither_relaunched_nor_alerted(
+    deployment: Deployment, clock: Clock, webhook: CapturedWebhook
+) -> None:
+    """A daemon that was down for hours finds an old dead run when the task's next scheduled run is already queued:
+    repeating the old one would do the task's work twice, and its loss would be a false alarm."""
+    lost = deployment.scheduled_run("nightly_no_retries")
+    deployment.dies_mid_run(lost)  # alone, this is reported (max_retries 0, its op had started)
+    deployment.retry_iteration()
+    later = deployment.scheduled_run("nightly_no_retries", MINUTE + dt.timedelta(days=1))
+    assert later.status == S.QUEUED
+
+    clock.advance(minutes=1)
+    assert deployment.guard_and_launch() == []
+    assert webhook.posts == []
+    tags = deployment.instance.get_run_by_id(lost.run_id).tags
+    assert tags[TAG_VERDICT] == "superseded"
+    assert f"a later run of the task, {later.run_id}, covers it" in tags["racing/error"]
+    clock.advance(minutes=1)
+    assert deployment.guard_and_launch() == [] and webhook.posts == []  # decided once
+
+
+def test_a_later_run_that_failed_too_does_not_cover_a_lost_run(
+    deployment: Deployment, clock: Clock, webhook: CapturedWebhook
+) -> None:
+    lost = deployment.scheduled_run("nightly_no_retries")
+    deployment.dies_mid_run(lost)
+    deployment.retry_iteration()
+    later = deployment.scheduled_run("nightly_no_retries", MINUTE + dt.timedelta(days=1))
+    deployment.dies_mid_run(later)
+    deployment.retry_iteration()
+
+    clock.advance(minutes=1)
+    assert deployment.guard_and_launch() == []
+    assert {deployment.instance.get_run_by_id(r.run_id).tags[TAG_VERDICT] for r in (lost, later)} == {"reported"}
+    assert len(webhook.posts) == 2

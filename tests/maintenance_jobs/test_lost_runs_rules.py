@@ -47,3 +47,20 @@ def test_decide(run: DeadRun, task: TaskState, now: dt.datetime, expected: Verdi
     decision = decide(run, task, now)
     assert decision.verdict == expected
     assert decision.reason or expected == Verdict.TASK_FAILURE
+
+
+@pytest.mark.parametrize(("run", "task", "expected"), [
+    (dead(op_started=True), ENABLED, Verdict.SUPERSEDED),  # would be reported without the later run
+    (dead(), ENABLED, Verdict.SUPERSEDED),  # would be re-launched
+    (dead(tags={TAG_RELAUNCH_NUMBER: "2"}), ENABLED, Verdict.SUPERSEDED),  # past the bound: still covered
+    (dead(), TaskState(False), Verdict.SUPERSEDED),
+    # Dagster's own verdicts come first: its retry is this run's chain, not a later run.
+    (dead(tags={WILL_RETRY: "true"}), ENABLED, Verdict.WAIT),
+    (dead(tags={WILL_RETRY: "true", RETRY_OF: "r2"}), ENABLED, Verdict.DAGSTER_RETRIED),
+    (dead(op_reported_failure=True), ENABLED, Verdict.TASK_FAILURE),
+])
+def test_a_later_run_of_the_task_supersedes_a_lost_one(run: DeadRun, task: TaskState, expected: Verdict) -> None:
+    decision = decide(run, task, MINUTE, newer_run="r9")
+    assert decision.verdict == expected
+    if expected == Verdict.SUPERSEDED:
+        assert "r9" in decision.reason
