@@ -18,6 +18,10 @@ TAG_ITEMS_FAILED = "racing/items_failed"
 TAG_ERROR = "racing/error"
 # Which side of the product a run belongs to; the run queue limits `maintenance` to 5 at once.
 TAG_KIND = "orchestration/kind"
+# A job that runs often and fails for the same outside reason every time (the card refresh during a TAB outage) tags
+# its runs ALERT_ON_CHANGE: its failed and partial runs alert when the outcome changes, and its recovery alerts too.
+TAG_ALERTS = "orchestration/alerts"
+ALERT_ON_CHANGE = "on_change"
 KIND_RACING = "racing"
 KIND_MAINTENANCE = "maintenance"
 # The maintenance task a run belongs to (maintenance_jobs.tags.TAG_TASK is this key); retention keeps each task's

@@ -1,5 +1,9 @@
 """Alerts to a Slack-compatible webhook: failed runs, partial outcomes and scheduled jobs that missed their window.
 
+A job tagged `orchestration/alerts: on_change` alerts on a change of outcome only: its first failed (or partial) run
+after a different outcome alerts, the same outcome again is logged on the sensor's tick, and its first clean run
+after them posts "Recovered". A refresh every 30 minutes through a TAB outage would otherwise post 2 alerts an hour.
+
 The run-status sensors watch every code location (one Postgres run storage). Their cursor is Dagster's own event cursor,
 so each failure is posted once. Their functions return None after posting, because a returned value ends the tick after
 one run, while None lets a tick handle up to 5 runs.
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -17,11 +22,14 @@ import dagster as dg
 
 from orchestration_core.audit.alert_webhook import ALERT_WEBHOOK_ENV, AlertWebhook
 from orchestration_core.run_outcome import (
+    ALERT_ON_CHANGE,
+    TAG_ALERTS,
     TAG_ERROR,
     TAG_ITEMS_FAILED,
     TAG_ITEMS_PROCESSED,
     TAG_OUTCOME,
     Outcome,
+    outcome_of,
 )
 from orchestration_core.settings import platform_settings, racing_timezone
 
@@ -60,6 +68,38 @@ def partial_outcome_message(run: dg.DagsterRun) -> dict:
     return slack_message(f"Partial outcome: {run.job_name}", lines)
 
 
+def recovered_message(run: dg.DagsterRun, previous: str) -> dict:
+    return slack_message(f"Recovered: {run.job_name}",
+                         [f"job `{run.job_name}`, run `{run.run_id}` succeeded after a {previous} run"])
+
+
+class Change(StrEnum):
+    ALERT = "alert"  # failed or partial, and the previous run's outcome was different
+    REPEAT = "repeat"  # failed or partial again: already alerted
+    RECOVERED = "recovered"  # clean after a failed or partial run
+    NONE = "none"  # clean after clean
+
+
+def outcome_change(outcome: str, previous: str | None) -> Change:
+    """How a run of an on-change job compares with the job's previous finished run (None: it has none)."""
+    if outcome == Outcome.SUCCESS.value:
+        return Change.RECOVERED if previous in (Outcome.FAILED.value, Outcome.PARTIAL.value) else Change.NONE
+    return Change.REPEAT if previous == outcome else Change.ALERT
+
+
+def _change(instance: dg.DagsterInstance, run: dg.DagsterRun) -> tuple[Change, str | None] | None:
+    """The change this run makes for an on-change job and the previous run's outcome; None for every other job (they
+    alert on every run)."""
+    if run.tags.get(TAG_ALERTS) != ALERT_ON_CHANGE:
+        return None
+    record = instance.get_run_record_by_id(run.run_id)
+    filters = dg.RunsFilter(job_name=run.job_name, statuses=[dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE],
+                            created_before=record.create_timestamp.astimezone(UTC).replace(tzinfo=None))
+    previous = instance.get_run_records(filters=filters, limit=1)
+    before = outcome_of(previous[0].dagster_run.status, previous[0].dagster_run.tags) if previous else None
+    return outcome_change(outcome_of(run.status, run.tags), before), before
+
+
 def _step_error(context: dg.RunFailureSensorContext) -> str | None:
     for event in context.get_step_failure_events():
         if event.step_failure_data and event.step_failure_data.error:
@@ -79,6 +119,11 @@ def _step_error(context: dg.RunFailureSensorContext) -> str | None:
 def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertWebhook):
     if not alert_webhook.enabled:
         return dg.SkipReason(DISABLED_REASON)
+    change = _change(context.instance, context.dagster_run)
+    if change and change[0] == Change.REPEAT:
+        context.log.info(f"{context.dagster_run.job_name} run {context.dagster_run.run_id} failed again: alerted "
+                         "on its first failure, next on its recovery")
+        return None
     alert_webhook.post(run_failure_message(context.dagster_run, _step_error(context)))
     return None
 
@@ -88,15 +133,23 @@ def run_failure_alert(context: dg.RunFailureSensorContext, alert_webhook: AlertW
     run_status=dg.DagsterRunStatus.SUCCESS,
     monitor_all_code_locations=True,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Posts successful runs whose outcome tag is partial (some items failed for good).",
+    description="Posts successful runs whose outcome tag is partial (some items failed for good), and the recovery "
+    "of a job that alerts on change.",
 )
 def partial_outcome_alert(context: dg.RunStatusSensorContext, alert_webhook: AlertWebhook):
     run = context.dagster_run
-    if run.tags.get(TAG_OUTCOME) != Outcome.PARTIAL.value:
+    partial = run.tags.get(TAG_OUTCOME) == Outcome.PARTIAL.value
+    if not partial and run.tags.get(TAG_ALERTS) != ALERT_ON_CHANGE:
         return None  # nothing to say about a clean success; keep going through this tick's runs
     if not alert_webhook.enabled:
         return dg.SkipReason(DISABLED_REASON)
-    alert_webhook.post(partial_outcome_message(run))
+    change, previous = _change(context.instance, run) or (None, None)
+    if change == Change.REPEAT:
+        context.log.info(f"{run.job_name} run {run.run_id} partial again: alerted on the first, next on recovery")
+    elif change == Change.RECOVERED:
+        alert_webhook.post(recovered_message(run, previous))
+    elif partial:
+        alert_webhook.post(partial_outcome_message(run))
     return None
 
 

@@ -16,7 +16,7 @@ import datetime as dt
 import dagster as dg
 import sqlalchemy as sa
 
-from orchestration_core.run_outcome import KIND_RACING, TAG_KIND
+from orchestration_core.run_outcome import ALERT_ON_CHANGE, KIND_RACING, TAG_ALERTS, TAG_KIND
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.ingestion.combinations import scrape_days
 from racing_orchestration.ingestion.jobs import (
@@ -40,7 +40,8 @@ def card_refresh_run_config(day: dt.date) -> dict:
 
 @dg.job(
     executor_def=threadpool_executor,
-    tags={TAG_KIND: KIND_RACING},
+    # Every 30 minutes through a TAB outage would be 2 alerts an hour: alert when its outcome changes instead.
+    tags={TAG_KIND: KIND_RACING, TAG_ALERTS: ALERT_ON_CHANGE},
     # Launched by hand without config it refreshes today, once per combination, as the schedule does.
     config={"ops": {"plan_scrape_combinations": {"config": {"days_ahead": 0}},
                     "scrape_combination": {"config": {"max_retries": 0}}}},

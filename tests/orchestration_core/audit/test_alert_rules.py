@@ -9,9 +9,11 @@ import dagster as dg
 import pytest
 
 from orchestration_core.audit.alerts import (
+    Change,
     DailyDeadline,
     MaxAge,
     missed_windows,
+    outcome_change,
     partial_outcome_message,
     run_failure_message,
 )
@@ -92,3 +94,20 @@ def test_failure_message_prefers_the_recorded_error_tag() -> None:
 def test_partial_message_counts() -> None:
     run = _run({"racing/items_processed": "58", "racing/items_failed": "2"}, dg.DagsterRunStatus.SUCCESS)
     assert "58 items processed, 2 failed" in partial_outcome_message(run)["text"]
+
+
+@pytest.mark.parametrize(("outcome", "previous", "expected"), [
+    ("failed", None, Change.ALERT),  # the job's first run
+    ("failed", "success", Change.ALERT),
+    ("failed", "failed", Change.REPEAT),  # the outage goes on: alerted already
+    ("failed", "partial", Change.ALERT),  # worse than before
+    ("partial", "failed", Change.ALERT),  # a change, told
+    ("partial", "partial", Change.REPEAT),
+    ("partial", "success", Change.ALERT),
+    ("success", "failed", Change.RECOVERED),
+    ("success", "partial", Change.RECOVERED),
+    ("success", "success", Change.NONE),
+    ("success", None, Change.NONE),
+])
+def test_outcome_change_for_jobs_alerting_on_change(outcome: str, previous: str | None, expected: Change) -> None:
+    assert outcome_change(outcome, previous) == expected

@@ -76,6 +76,40 @@ def test_partial_alert_only_for_partial_successes(pg_instance, webhook) -> None:
     assert "10 items processed, 2 failed" in webhook.posts[0]["text"]
 
 
+def test_a_job_alerting_on_change_alerts_once_per_outage_and_on_recovery(pg_instance, webhook) -> None:
+    """card_refresh's tag: a TAB outage over four refreshes alerts once when it starts, once for the partial run on the
+    way back, and once on recovery; any other job alerts on every failure."""
+    factory = RunFactory(pg_instance)
+    on_change = {"orchestration/alerts": "on_change"}
+    failures = Ticker(run_failure_alert, pg_instance, AlertWebhook(url=webhook.url))
+    partials = Ticker(partial_outcome_alert, pg_instance, AlertWebhook(url=webhook.url))
+    failures.tick(), partials.tick()
+
+    def refresh(status: dg.DagsterRunStatus, tags: dict[str, str] | None = None) -> dg.DagsterRun:
+        run = factory.recorded(status, tags=on_change | (tags or {}))
+        failures.tick(), partials.tick()
+        return run
+
+    refresh(S.SUCCESS)
+    first = refresh(S.FAILURE)
+    refresh(S.FAILURE)
+    refresh(S.FAILURE)
+    partial = refresh(S.SUCCESS, partial_tags(4, 2))
+    refresh(S.SUCCESS, partial_tags(5, 1))
+    back = refresh(S.SUCCESS)
+    refresh(S.SUCCESS)
+    titles = [p["text"].splitlines()[0] for p in webhook.posts]
+    assert titles == ["Run failed: audit_sample_job", "Partial outcome: audit_sample_job",
+                      "Recovered: audit_sample_job"]
+    assert first.run_id in webhook.posts[0]["text"] and partial.run_id in webhook.posts[1]["text"]
+    assert back.run_id in webhook.posts[2]["text"] and "after a partial run" in webhook.posts[2]["text"]
+
+    factory.recorded(S.FAILURE)  # untagged: every failure alerts
+    factory.recorded(S.FAILURE)
+    failures.tick()
+    assert len(webhook.posts) == 5
+
+
 def test_disabled_webhook_skips_with_reason(pg_instance, webhook) -> None:
     ticker = Ticker(run_failure_alert, pg_instance, AlertWebhook())
     ticker.tick()

@@ -121,3 +121,11 @@ def test_a_refresh_launched_without_config_fetches_today_once() -> None:
     ops = dg.validate_run_config(card_refresh)["ops"]
     assert (ops["plan_scrape_combinations"]["config"]["dates"], ops["plan_scrape_combinations"]["config"]["days_ahead"]) == ([], 0)
     assert ops["scrape_combination"]["config"]["max_retries"] == 0
+
+
+@pytest.mark.unit
+def test_refreshes_alert_on_a_change_of_outcome_not_every_30_minutes() -> None:
+    # The alert sensors read this run tag (tests/orchestration_core/audit/test_alerts.py drives them with it).
+    from orchestration_core.run_outcome import ALERT_ON_CHANGE, TAG_ALERTS
+
+    assert card_refresh.tags[TAG_ALERTS] == ALERT_ON_CHANGE
