@@ -146,7 +146,9 @@ def test_check_waits_for_the_queued_run_and_reports_its_end(racing_webserver_url
 
     def cancel_once_queued() -> None:  # however long the launch takes: the command waits until this cancels
         while not done.is_set():
-            runs = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60"))
+            # QUEUED, not merely created: a run canceled before the webserver enqueues it turns QUEUED again (the
+            # enqueue event overwrites the status), and with no daemon here the command would wait for ever.
+            runs = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60", statuses=[dg.DagsterRunStatus.QUEUED]))
             if runs:
                 pg_instance.report_run_canceled(runs[0])
                 return
