@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from racing_orchestration.cli import dagster_home_missing
-from racing_orchestration.cli.launch import add_queue_arguments, output_metadata, submit
+from racing_orchestration.cli.launch import EXIT_STILL_QUEUED, add_queue_arguments, output_metadata, submit
 
 EXIT_PARTIAL = 1
 EXIT_FAILED = 2
@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(DAGSTER_UI_URL) on the instance in $DAGSTER_HOME, whatever the time, tagged racing/triggered_by=manual and "
         "racing/race_id (so it waits for the sensor's run of the same race), and waits for it; needs a daemon "
         "serving the run queue, else use --in-process. Exit 0 on success (or submitted, with --detach), 1 partial "
-        "(results still provisional), 2 failed.",
+        "(results still provisional), 2 failed, 3 still queued when no daemon serves the queue any more (the run "
+        "stays queued).",
     )
     parser.add_argument("race_id", help="the race (TAB event) id")
     parser.add_argument("--checkpoint", required=True, choices=["t60", "t15", "post"])
@@ -52,6 +53,8 @@ def run_queued(args: argparse.Namespace) -> int:
     if args.detach:
         print(f"run {queued.run_id}: {queued.status.lower()} (not waited for; follow it at {queued.url})")
         return 0
+    if queued.stalled:  # said why on stderr; the run stays queued
+        return EXIT_STILL_QUEUED
     if summary:
         print(tabulate([[k, v] for k, v in summary.items()], headers=["field", "value"]))
     print(f"\nrun {queued.run_id}: {queued.outcome}")

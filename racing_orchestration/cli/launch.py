@@ -3,7 +3,9 @@ GraphQL `launchRun`, as the sensors' runs are, so the instance's run coordinator
 (one run per `racing/race_id`: a manual re-fetch never races the sensor's run for the same race).
 
 A queued run only starts when a daemon dequeues it, so submitting is refused, with what to do, when no daemon has
-sent a QUEUED_RUN_COORDINATOR heartbeat recently; `--in-process` runs the job here instead (past the queue).
+sent a QUEUED_RUN_COORDINATOR heartbeat recently; `--in-process` runs the job here instead (past the queue). While
+the command waits for a queued run it keeps checking that heartbeat: a daemon that stops meanwhile would leave it
+waiting for ever, so it returns (exit 3) saying the run is still queued and will start when a daemon is back.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ QUEUE_DAEMON = "QUEUED_RUN_COORDINATOR"
 # The daemon beats every 30 s; two missed beats and it is not serving the queue.
 MAX_HEARTBEAT_AGE_SECONDS = 90.0
 POLL_SECONDS = 1.0
+STALL_CHECK_SECONDS = 15.0  # how often a wait for a queued run re-reads the daemon heartbeats
+EXIT_STILL_QUEUED = 3
+WAITING = {dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED}
 FINISHED = {dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED}
 
 
@@ -52,6 +57,13 @@ def no_daemon_message(command: str, heartbeats: Mapping[str, float], now: float)
             "one-run-per-race limit does not apply).")
 
 
+def still_queued_message(command: str, run_id: str, url: str, heartbeats: Mapping[str, float], now: float) -> str:
+    beat = heartbeats.get(QUEUE_DAEMON)
+    seen = f"its last heartbeat was {now - beat:.0f} s ago" if beat is not None else "no heartbeat is recorded"
+    return (f"racing {command}: run {run_id} is still queued and no Dagster daemon is serving the run queue any more "
+            f"({seen}). The run stays queued and starts when a daemon is back; follow it at {url}, or cancel it there.")
+
+
 @dataclass(frozen=True)
 class QueuedRun:
     run_id: str
@@ -59,6 +71,7 @@ class QueuedRun:
     outcome: str  # orchestration_core.run_outcome's outcome (success / partial / failed / queued / ...)
     error: str
     url: str
+    stalled: bool = False  # returned while the run was still queued, because no daemon served the queue any more
 
 
 def submit(command: str, instance: dg.DagsterInstance, job_name: str, run_config: dict, tags: dict[str, str],
@@ -85,9 +98,17 @@ def submit(command: str, instance: dg.DagsterInstance, job_name: str, run_config
     run_url = f"{url.rstrip('/')}/runs/{run_id}"
     print(f"queued run {run_id}: {run_url}", flush=True)
     run = instance.get_run_by_id(run_id)
+    checked = time.monotonic()
     while not detach and run is not None and run.status not in FINISHED:
         time.sleep(POLL_SECONDS)
         run = instance.get_run_by_id(run_id)
+        if run is not None and run.status in WAITING and time.monotonic() - checked >= STALL_CHECK_SECONDS:
+            checked = time.monotonic()
+            now = time.time()
+            heartbeats = {kind: beat.timestamp for kind, beat in instance.get_daemon_heartbeats().items()}
+            if not queue_served(heartbeats, now):
+                print(still_queued_message(command, run_id, run_url, heartbeats, now), file=sys.stderr)
+                return QueuedRun(run_id, run.status.value, "queued", "", run_url, stalled=True)
     if run is None:  # deleted meanwhile (retention); the launch itself succeeded
         return QueuedRun(run_id, "UNKNOWN", "unknown", "", run_url)
     return QueuedRun(run_id, run.status.value, outcome_of(run.status, run.tags), run.tags.get(TAG_ERROR, ""),

@@ -10,7 +10,7 @@ from tabulate import tabulate
 
 from racing_orchestration.checkpoints.fetch import TAG_TRIGGERED_BY
 from racing_orchestration.cli import dagster_home_missing
-from racing_orchestration.cli.launch import add_queue_arguments, submit
+from racing_orchestration.cli.launch import EXIT_STILL_QUEUED, add_queue_arguments, submit
 
 EXIT_PARTIAL = 1
 EXIT_FAILED = 2
@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Queues one morning_scrape run through the Dagster webserver (DAGSTER_UI_URL) on the instance in "
         "$DAGSTER_HOME and waits for it; needs a daemon serving the run queue, else use --in-process (which also "
         "prints the per-combination table). Failed combinations are reported instead of retried. Exit 0 on success "
-        "(or submitted, with --detach), 1 partial, 2 failed.",
+        "(or submitted, with --detach), 1 partial, 2 failed, 3 still queued when no daemon serves the queue any "
+        "more (the run stays queued).",
     )
     parser.add_argument("--date", action="append", type=dt.date.fromisoformat, dest="dates",
                         help="YYYY-MM-DD (repeatable); default today and tomorrow in RACING_TIMEZONE")
@@ -62,6 +63,8 @@ def run_queued(args: argparse.Namespace) -> int:
     if args.detach:
         print(f"run {queued.run_id}: {queued.status.lower()} (not waited for; follow it at {queued.url})")
         return 0
+    if queued.stalled:  # said why on stderr; the run stays queued
+        return EXIT_STILL_QUEUED
     tags = run.tags if run is not None else {}
     print(tabulate([[tags.get(TAG_ITEMS_PROCESSED, "?"), tags.get(TAG_ITEMS_FAILED, "?")]],
                    headers=["combinations ok", "combinations failed"]))

@@ -165,3 +165,38 @@ def test_check_waits_for_the_queued_run_and_reports_its_end(racing_webserver_url
     [run] = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60"))
     assert run.status == dg.DagsterRunStatus.CANCELED
     assert code == 2 and f"run {run.run_id}: canceled" in out and "racing check: failed" in err
+
+
+@pytest.mark.integration
+def test_a_daemon_that_stops_while_the_command_waits_leaves_the_run_queued_and_says_so(
+        racing_webserver_url, dagster_home, pg_instance, monkeypatch, capsys) -> None:
+    """The queue daemon beat when the run was submitted, then stopped: the command returns (exit 3) instead of waiting
+    for ever, and the run stays queued for the daemon's return."""
+    import threading
+
+    monkeypatch.setenv("DAGSTER_UI_URL", racing_webserver_url)
+    monkeypatch.setattr("racing_orchestration.cli.launch.POLL_SECONDS", 0.05)
+    monkeypatch.setattr("racing_orchestration.cli.launch.STALL_CHECK_SECONDS", 0.2)
+    _heartbeat(pg_instance, 5)
+    done = threading.Event()
+
+    def daemon_stops_once_queued() -> None:
+        while not done.is_set():
+            if pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60", statuses=[dg.DagsterRunStatus.QUEUED])):
+                pg_instance.wipe_daemon_heartbeats()
+                return
+            time.sleep(0.05)
+
+    stopper = threading.Thread(target=daemon_stops_once_queued, daemon=True)
+    stopper.start()
+    try:
+        code = racing_main(["check", "R9", "--checkpoint", "t60"])
+    finally:
+        done.set()
+        stopper.join()
+    out, err = capsys.readouterr()
+    [run] = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60"))
+    assert code == 3
+    assert run.status == dg.DagsterRunStatus.QUEUED  # nothing lost: it starts when a daemon is back
+    assert f"run {run.run_id} is still queued" in err and "no heartbeat is recorded" in err
+    assert f"/runs/{run.run_id}" in err and "failed" not in err
