@@ -201,8 +201,13 @@ def example_task(name: str, message: str, **fields) -> dict:
 def wait_for_execution(stack: ComposeStack, task_name: str, timeout: float = 240) -> dict:
     def done():
         with stack.api() as client:
-            items = client.get("/executions", params={"task_name": task_name}).json()
-        return [i for i in items if i["status"] in ("success", "failed", "timeout", "canceled")]
+            response = client.get("/executions", params={"task_name": task_name})
+        if response.status_code != 200:
+            # Right after a Postgres restart the API may answer one 503 ("database unavailable, try again later"),
+            # as it promises: a client tries again. Printed, so a lasting error shows in the timeout's output.
+            print(f"GET /executions: {response.status_code} {response.text[:300]}", flush=True)
+            return []
+        return [i for i in response.json() if i["status"] in ("success", "failed", "timeout", "canceled")]
 
     return wait_for(f"an execution of {task_name} to finish", done, timeout, 2)[0]
 
