@@ -132,35 +132,42 @@ def test_a_launch_the_code_location_refuses_is_reported_with_its_reason(dagster_
     assert pg_instance.get_runs() == []
 
 
+def check_t60_while(instance: dg.DagsterInstance, once_queued) -> int:
+    """`racing check R9 --checkpoint t60`, with `once_queued(run)` called from another thread once its run is QUEUED
+    (however long the launch takes: with no daemon here, the command waits until the action ends its wait).
+
+    QUEUED, not merely created: a run canceled before the webserver enqueues it turns QUEUED again (the enqueue
+    event overwrites the status), and the command would wait for ever."""
+    import threading
+
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            runs = instance.get_runs(dg.RunsFilter(job_name="pre_race_t60", statuses=[dg.DagsterRunStatus.QUEUED]))
+            if runs:
+                once_queued(runs[0])
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return racing_main(["check", "R9", "--checkpoint", "t60"])
+    finally:
+        done.set()
+        watcher.join()
+
+
 @pytest.mark.integration
 def test_check_waits_for_the_queued_run_and_reports_its_end(racing_webserver_url, dagster_home, pg_instance,
                                                             monkeypatch, capsys) -> None:
     """Without --detach the command follows the run until it ends: here an operator cancels it while it is queued."""
-    import threading
-
     monkeypatch.setenv("DAGSTER_UI_URL", racing_webserver_url)
     monkeypatch.setattr("racing_orchestration.cli.launch.POLL_SECONDS", 0.05)
     _heartbeat(pg_instance, 5)
 
-    done = threading.Event()
-
-    def cancel_once_queued() -> None:  # however long the launch takes: the command waits until this cancels
-        while not done.is_set():
-            # QUEUED, not merely created: a run canceled before the webserver enqueues it turns QUEUED again (the
-            # enqueue event overwrites the status), and with no daemon here the command would wait for ever.
-            runs = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60", statuses=[dg.DagsterRunStatus.QUEUED]))
-            if runs:
-                pg_instance.report_run_canceled(runs[0])
-                return
-            time.sleep(0.05)
-
-    canceller = threading.Thread(target=cancel_once_queued, daemon=True)
-    canceller.start()
-    try:
-        code = racing_main(["check", "R9", "--checkpoint", "t60"])
-    finally:
-        done.set()
-        canceller.join()
+    code = check_t60_while(pg_instance, pg_instance.report_run_canceled)
     out, err = capsys.readouterr()
     [run] = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60"))
     assert run.status == dg.DagsterRunStatus.CANCELED
@@ -172,28 +179,12 @@ def test_a_daemon_that_stops_while_the_command_waits_leaves_the_run_queued_and_s
         racing_webserver_url, dagster_home, pg_instance, monkeypatch, capsys) -> None:
     """The queue daemon beat when the run was submitted, then stopped: the command returns (exit 3) instead of waiting
     for ever, and the run stays queued for the daemon's return."""
-    import threading
-
     monkeypatch.setenv("DAGSTER_UI_URL", racing_webserver_url)
     monkeypatch.setattr("racing_orchestration.cli.launch.POLL_SECONDS", 0.05)
     monkeypatch.setattr("racing_orchestration.cli.launch.STALL_CHECK_SECONDS", 0.2)
     _heartbeat(pg_instance, 5)
-    done = threading.Event()
 
-    def daemon_stops_once_queued() -> None:
-        while not done.is_set():
-            if pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60", statuses=[dg.DagsterRunStatus.QUEUED])):
-                pg_instance.wipe_daemon_heartbeats()
-                return
-            time.sleep(0.05)
-
-    stopper = threading.Thread(target=daemon_stops_once_queued, daemon=True)
-    stopper.start()
-    try:
-        code = racing_main(["check", "R9", "--checkpoint", "t60"])
-    finally:
-        done.set()
-        stopper.join()
+    code = check_t60_while(pg_instance, lambda _run: pg_instance.wipe_daemon_heartbeats())
     out, err = capsys.readouterr()
     [run] = pg_instance.get_runs(dg.RunsFilter(job_name="pre_race_t60"))
     assert code == 3
