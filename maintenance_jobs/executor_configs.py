@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit
 
 import dagster as dg
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from maintenance_jobs import settings
+from maintenance_jobs.upstream_urls import AddressRefused, check_upstream_url
 
 # Used with fullmatch: `$` would also match before a trailing newline.
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -33,28 +33,18 @@ def _not_an_option(value: str) -> str:
 
 
 def check_upstream_repo(value: str) -> str:
-    """An https:// URL with a host (on MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS when that is set); never a local path,
-    file://, ssh, scp-style or `transport::` remote. MAINTENANCE_DOC_SYNC_TEST_SCHEMES adds schemes for tests only."""
+    """An https:// URL of a public host by name (on MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS when that is set), port 443,
+    no credentials; never a local path, file://, ssh, scp-style or `transport::` remote, an IP address or an inward
+    name (upstream_urls). MAINTENANCE_DOC_SYNC_TEST_SCHEMES adds schemes for tests only."""
     _not_an_option(value)
-    if any(c.isspace() for c in value):
-        raise ValueError("must not contain whitespace")
     try:
-        parts = urlsplit(value)
-        host = parts.hostname
-    except ValueError:
-        raise ValueError("is not a valid URL") from None
-    scheme = parts.scheme.lower()
-    allowed = {"https"} | settings.doc_sync_test_schemes()
-    if scheme not in allowed or not value.lower().startswith(f"{scheme}://"):
-        raise ValueError("must be an https:// URL")
-    if scheme == "file":  # test-only scheme: a local path, no host
-        return value
-    if not host:
-        raise ValueError("must be an https:// URL with a host")
-    hosts = settings.doc_sync_allowed_hosts()
-    if hosts and host.lower() not in hosts:
-        raise ValueError(f"host {host!r} is not in the allowed hosts (MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS)")
-    return value
+        return check_upstream_url(
+            value,
+            allowed_schemes={"https"} | settings.doc_sync_test_schemes(),
+            allowed_hosts=settings.doc_sync_allowed_hosts(),
+        )
+    except AddressRefused as exc:
+        raise ValueError(str(exc)) from None
 
 
 def check_branch(value: str) -> str:

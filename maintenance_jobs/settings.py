@@ -59,6 +59,14 @@ class MaintenanceSettings(SettingsBase):
     doc_sync_allowed_hosts: Annotated[frozenset[str], NoDecode] = Field(
         frozenset(), validation_alias=_alias("doc_sync_allowed_hosts", "MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS"),
         description="hosts doc sync may fetch from over https (empty: any https host)")
+    doc_sync_max_fetch_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, validation_alias=_alias("doc_sync_max_fetch_bytes",
+                                                            "MAINTENANCE_DOC_SYNC_MAX_FETCH_BYTES"),
+        description="bytes a doc sync may receive from an upstream in one fetch; the fetch is stopped above it")
+    doc_sync_max_docs_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024, validation_alias=_alias("doc_sync_max_docs_bytes",
+                                                           "MAINTENANCE_DOC_SYNC_MAX_DOCS_BYTES"),
+        description="bytes (uncompressed) of the files a doc sync may mirror; a larger docs tree fails the run")
     doc_sync_test_schemes: Annotated[frozenset[str], NoDecode] = Field(
         frozenset(), validation_alias=_alias("doc_sync_test_schemes", "MAINTENANCE_DOC_SYNC_TEST_SCHEMES"),
         description="internal: FOR TESTS ONLY, extra upstream URL schemes (e.g. file) for local test repositories")

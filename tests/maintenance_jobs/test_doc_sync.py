@@ -17,6 +17,7 @@ from maintenance_jobs.executors.doc_sync import (
     SYNC_INFO_FILE,
     Git,
     GitCommandError,
+    RemoteAccess,
     _fetch_upstream,
     snapshot_tag,
     sync_docs,
@@ -197,7 +198,8 @@ def test_http_remote_with_wrong_token_fails_with_a_scrubbed_message(
             sync_docs(config(upstream), target_url=target, token=WRONG_TOKEN, work_dir=tmp_path / "w", now=NOW, log=log)
     message = str(info.value)
     assert WRONG_TOKEN not in message and TOKEN not in message
-    assert "ls-remote" in message and server.base_url in message  # says what failed, and where
+    assert "reading the target" in message and server.base_url in message  # says what failed, and where
+    assert "authentication was refused" in message and "\n" not in message  # one line, in our words
     assert set(server.auth_headers_seen) == {f"token {WRONG_TOKEN}"}
     assert not any(WRONG_TOKEN in line for line in log_lines(log))
 
@@ -258,7 +260,7 @@ def test_op_metadata_tags_and_events_are_free_of_the_token(
         assert "synced 2 files" in tags[TAG_OUTPUT] and tags["racing/outcome"] == "success"
     else:
         assert not result.success
-        assert tags["racing/outcome"] == "failed" and "ls-remote" in tags["racing/error"]
+        assert tags["racing/outcome"] == "failed" and "authentication was refused" in tags["racing/error"]
 
 
 def _unchecked(upstream: Upstream, **changes) -> DocSyncConfig:
@@ -279,7 +281,10 @@ def test_upload_pack_option_in_upstream_runs_nothing(upstream: Upstream, gitea_r
     assert not marker.exists()
     # And git itself gets `--` before the repository: even unchecked, the value is a (bad) repository, not an option.
     with pytest.raises(GitCommandError):
-        _fetch_upstream(Git(None, log), tmp_path / "cache" / "upstream.git", _unchecked(upstream, upstream_repo=evil))
+        hermetic = Git(None, log, tmp_path, upstream=RemoteAccess("file"), target=RemoteAccess("file"))
+        cache = tmp_path / "cache.git"
+        git("init", "-q", "--bare", str(cache))
+        _fetch_upstream(hermetic, cache, _unchecked(upstream, upstream_repo=evil), 10**6)
     assert not marker.exists()
 
 
