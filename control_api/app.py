@@ -29,7 +29,7 @@ from control_api.routes.status import router as status_router
 from control_api.routes.tasks import router as tasks_router
 from maintenance_jobs.limits import MAX_AUTHORIZATION_HEADER_BYTES, MAX_REQUEST_BODY_BYTES
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
-from maintenance_jobs.trigger import TaskNotRunnable
+from maintenance_jobs.trigger import TaskNotRunnable, TaskRefused
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
 
 log = logging.getLogger("control_api")
@@ -168,6 +168,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TaskValidationError)
     async def invalid(_: Request, exc: TaskValidationError) -> JSONResponse:
         return _error(422, str(exc), field=exc.field)
+
+    @app.exception_handler(TaskRefused)
+    async def refused(_: Request, exc: TaskRefused) -> JSONResponse:
+        # The row is stored but the settings refuse its config: a conflict the client resolves by changing the task.
+        return _error(409, str(exc), field="config")
 
     @app.exception_handler(TaskNotRunnable)
     async def not_runnable(_: Request, exc: TaskNotRunnable) -> JSONResponse:

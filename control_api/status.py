@@ -21,6 +21,8 @@ from control_api import schedulers
 from control_api.config import SCHEDULING_DAEMONS
 from control_api.executions import EXECUTION_STATUSES, execution_status
 from maintenance_jobs.database.tables import scheduled_tasks
+from maintenance_jobs.models import config_problem
+from maintenance_jobs.registry import list_tasks
 from maintenance_jobs.tags import TAG_STATUS
 from orchestration_core.dagster_internals import RunsTable, RunTagsTable
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND
@@ -42,9 +44,17 @@ class Stats(BaseModel):
     daemon_heartbeat_age_seconds: dict[str, float]
 
 
+class RefusedTask(BaseModel):
+    task_name: str
+    problem: str
+
+
 class Health(BaseModel):
     status: str  # ok | degraded (daemon stale) | unavailable (a database is unreachable)
     registry_database: str
+    # Enabled tasks whose stored config the current settings refuse: never run until fixed, disabled or deleted
+    # (every other task runs as usual). Not part of `status`: the tasks' own overdue alerts page for them.
+    refused_tasks: list[RefusedTask] = []
     dagster_storage: str
     scheduler_running: bool
     daemon_heartbeat_age_seconds: dict[str, float]
@@ -180,9 +190,18 @@ def _outcome(future: Future, deadline: float, what: str) -> tuple[str, object]:
         return f"unreachable ({type(exc).__name__})", None
 
 
-def _ping(registry: sa.Engine) -> None:
-    with registry.connect() as conn:
-        conn.execute(sa.text("SELECT 1"))
+def refused_tasks(registry: sa.Engine) -> list[RefusedTask]:
+    """The enabled tasks this process's settings refuse (one registry read; it doubles as the registry probe)."""
+    try:
+        tasks = list_tasks(registry, enabled=True)
+    except sa.exc.ProgrammingError:  # reachable, not migrated yet (the API can start before `migrate`)
+        return []
+    refused = []
+    for task in tasks:
+        problem = config_problem(task)
+        if problem is not None:
+            refused.append(RefusedTask(task_name=task.task_name, problem=problem))
+    return refused
 
 
 def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], registry: sa.Engine,
@@ -198,10 +217,10 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
     probes = probes or HealthProbes()
     open_instance = (lambda: instance) if isinstance(instance, dg.DagsterInstance) else instance
     deadline = time.monotonic() + deadline_seconds
-    registry_probe = probes.start("registry", lambda: _ping(registry))
+    registry_probe = probes.start("registry", lambda: refused_tasks(registry))
     dagster_probe = probes.start("dagster", lambda: open_instance().get_daemon_heartbeats())
     instigator_probe = probes.start("instigators", lambda: instigators(open_instance()))
-    registry_state, _ = _outcome(registry_probe, deadline, "registry database")
+    registry_state, refused = _outcome(registry_probe, deadline, "registry database")
     dagster_state, heartbeats = _outcome(dagster_probe, deadline, "Dagster storage")
     instigator_state, instigator_rows = _outcome(instigator_probe, deadline, "schedule storage")
     ages = heartbeat_ages(heartbeats, time.time()) if dagster_state == "ok" else {}
@@ -213,6 +232,7 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
     return Health(
         status=status,
         registry_database=registry_state,
+        refused_tasks=refused or [],
         dagster_storage=dagster_state,
         scheduler_running=running,
         daemon_heartbeat_age_seconds=ages,

@@ -9,6 +9,7 @@ import dagster as dg
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from maintenance_jobs import settings
+from maintenance_jobs.text_rules import check_label
 from maintenance_jobs.upstream_urls import AddressRefused, check_upstream_url
 
 # Used with fullmatch: `$` would also match before a trailing newline.
@@ -27,9 +28,7 @@ class ConfigRefused(ValueError):
 def _not_an_option(value: str) -> str:
     if value.startswith("-"):
         raise ValueError(f"{value!r} must not start with '-' (git would read it as an option)")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise ValueError("must not contain control characters")
-    return value
+    return check_label(value)
 
 
 def check_upstream_repo(value: str) -> str:
@@ -76,8 +75,9 @@ def check_gitea_repo(value: str) -> str:
 
 
 class _StrictConfig(dg.Config):
-    # Unknown keys are a typo in a task row, not something to ignore silently.
-    model_config = ConfigDict(extra="forbid")
+    # Unknown keys are a typo in a task row, not something to ignore silently; and types are strict (`"yes"` is not
+    # a boolean, `true` is not a number of days).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ExampleConfig(_StrictConfig):
@@ -85,6 +85,11 @@ class ExampleConfig(_StrictConfig):
 
     message: str = "Hello World"
     delay_seconds: float = Field(default=0.0, ge=0, le=3600)
+
+    @field_validator("message")
+    @classmethod
+    def _showable(cls, value: str) -> str:
+        return check_label(value)  # it becomes the run's output tag
 
 
 class DocSyncConfig(_StrictConfig):
@@ -169,6 +174,11 @@ class BackupSource(_StrictConfig):
     name: str
     excludes: list[str] = []  # globs against the path relative to the source (and the file name)
 
+    @field_validator("excludes")
+    @classmethod
+    def _showable_globs(cls, value: list[str]) -> list[str]:
+        return [check_label(glob) for glob in value]
+
     @field_validator("path")
     @classmethod
     def _under_source_roots(cls, value: str) -> str:
@@ -185,12 +195,16 @@ class BackupSource(_StrictConfig):
 
 
 class ConfigBackupConfig(_StrictConfig):
-    """config_backup_executor: one archive per source into `backup_dir`, keeping `retention_days` of history."""
+    """config_backup_executor: one archive per source into `backup_dir`, keeping `retention_days` of history.
+
+    Files with more than one hard link are skipped (and reported) unless `include_hard_links`: a hard link under a
+    source root can name a file that lives anywhere on the same file system."""
 
     sources: list[BackupSource] = Field(min_length=1)
     backup_dir: str = Field(min_length=1)
     compress: bool = True
     retention_days: int = Field(default=30, ge=1, le=3650)
+    include_hard_links: bool = False
 
     @field_validator("sources")
     @classmethod
@@ -205,6 +219,22 @@ class ConfigBackupConfig(_StrictConfig):
     def _under_target_roots(cls, value: str) -> str:
         target_path(value)
         return value
+
+
+# Archives are written as `.<task>__<source>__<stamp>.tar.gz.<8 random>.partial`, then renamed; one file name
+# holds at most 255 bytes on the file systems a homelab uses.
+MAX_FILE_NAME_BYTES = 255
+_ARCHIVE_NAME_OVERHEAD = len(".__" + "__" + "20250101T000000Z" + ".tar.gz" + ".abcdefgh" + ".partial")
+
+
+def archive_name_problem(task_name: str, config: ConfigBackupConfig) -> tuple[int, str] | None:
+    """(source index, message) when a source's archive file name would be too long for the file system."""
+    for index, source in enumerate(config.sources):
+        size = len(task_name.encode()) + len(source.name.encode()) + _ARCHIVE_NAME_OVERHEAD
+        if size > MAX_FILE_NAME_BYTES:
+            return index, (f"archive file names of source {source.name!r} would be {size} bytes, over the limit of "
+                           f"{MAX_FILE_NAME_BYTES}: shorten the task or source name")
+    return None
 
 
 def resolved_backup_paths(config: ConfigBackupConfig) -> tuple[list[Path], Path]:

@@ -4,10 +4,14 @@
 
 import datetime as dt
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
+from pydantic import BaseModel, ValidationError
+
 from maintenance_jobs.executor_configs import (
     ConfigBackupConfig,
     ConfigRefused,
@@ -18,7 +22,7 @@ from maintenance_jobs.executor_configs import (
 from maintenance_jobs.executors.config_backup import BackupRefused, run_backup
 from maintenance_jobs.executors.doc_sync import GitCommandError, sync_docs, target_repo_url
 from maintenance_jobs.executors.example import run_example
-from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, run_plugin
+from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, run_plugin, validate_plugin_config
 from maintenance_jobs.executors.scrub import scrub
 from maintenance_jobs.resources import GiteaResource
 from maintenance_jobs.settings import MaintenanceSettings
@@ -51,28 +55,69 @@ def _fail(context: dg.OpExecutionContext, error: str, metadata: dict[str, Any] |
     return dg.Failure(description=error, metadata=metadata or {})
 
 
-@dg.op(description="Log a message, wait delay_seconds, return a message.")
-def run_example_executor(context: dg.OpExecutionContext, config: ExampleConfig) -> str:
+def one_line(text: str, limit: int = MAX_TAG_CHARS) -> str:
+    """`text` on one line (newlines and runs of spaces collapsed), cut at `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def refusal(executor: str, exc: ValidationError) -> str:
+    """ "<executor> config refused: <field>: <message>" for the first error of a config validation."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"]) or "config"
+    return one_line(f"{executor} config refused: {field}: {error['msg'].removeprefix('Value error, ')}")
+
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+def _config(context: dg.OpExecutionContext, model: type[ConfigT], executor: str) -> ConfigT:
+    # Validated here, not by Dagster before the body: a refusal must be recorded (outcome tag, error) like any other
+    # failure, whichever rule refused it (the run worker's own settings may be narrower than the API's).
+    try:
+        return model.model_validate(context.op_config)
+    except ValidationError as exc:
+        raise _fail(context, refusal(executor, exc)) from None
+
+
+@contextmanager
+def _every_failure_recorded(context: dg.OpExecutionContext, executor: str) -> Iterator[None]:
+    """Any error the executor did not expect still ends with an outcome tag and a one-line error."""
+    try:
+        yield
+    except (dg.Failure, dg.RetryRequested):
+        raise
+    except Exception as exc:
+        raise _fail(context, one_line(f"{executor} failed: {type(exc).__name__}: {exc}")) from exc
+
+
+@dg.op(description="Log a message, wait delay_seconds, return a message.", config_schema=ExampleConfig.to_config_schema())
+def run_example_executor(context: dg.OpExecutionContext) -> str:
     _start(context)
-    output = run_example(config, context.log)
+    config = _config(context, ExampleConfig, "example_executor")
+    with _every_failure_recorded(context, "example_executor"):
+        output = run_example(config, context.log)
     return _succeed(context, output, {"delay_seconds": config.delay_seconds}, 1)
 
 
-@dg.op(description="Mirror upstream docs into Gitea, tag a dated snapshot, write .SYNC_INFO.md.")
-def run_doc_sync_executor(context: dg.OpExecutionContext, config: DocSyncConfig, gitea: GiteaResource) -> str:
+@dg.op(description="Mirror upstream docs into Gitea, tag a dated snapshot, write .SYNC_INFO.md.",
+       config_schema=DocSyncConfig.to_config_schema())
+def run_doc_sync_executor(context: dg.OpExecutionContext, gitea: GiteaResource) -> str:
     _start(context)
-    target = target_repo_url(gitea.base_url, config.gitea_repo)
-    try:
-        result = sync_docs(
-            config,
-            target_url=target,
-            token=gitea.token,
-            work_dir=Path(gitea.work_dir),
-            now=dt.datetime.now(dt.UTC),
-            log=context.log,
-        )
-    except (GitCommandError, ConfigRefused) as exc:  # already scrubbed / says which field
-        raise _fail(context, str(exc)) from None
+    config = _config(context, DocSyncConfig, "doc_sync_executor")
+    with _every_failure_recorded(context, "doc_sync_executor"):
+        try:
+            target = target_repo_url(gitea.base_url, config.gitea_repo)
+            result = sync_docs(
+                config,
+                target_url=target,
+                token=gitea.token,
+                work_dir=Path(gitea.work_dir),
+                now=dt.datetime.now(dt.UTC),
+                log=context.log,
+            )
+        except (GitCommandError, ConfigRefused) as exc:  # already one scrubbed line / says which field
+            raise _fail(context, str(exc)) from None
     metadata = {
         "project": result.project,
         "upstream": scrub(config.upstream_repo),
@@ -83,25 +128,31 @@ def run_doc_sync_executor(context: dg.OpExecutionContext, config: DocSyncConfig,
         "files": result.files,
         "snapshot_tag": result.tag or "",
         "paths": list(result.paths),
+        "left_out": list(result.skipped),
     }
     return _succeed(context, result.message, metadata, result.files)
 
 
-@dg.op(description="Archive each source into backup_dir (atomically) and apply this task's retention.")
-def run_config_backup_executor(context: dg.OpExecutionContext, config: ConfigBackupConfig) -> str:
+@dg.op(description="Archive each source into backup_dir (atomically) and apply this task's retention.",
+       config_schema=ConfigBackupConfig.to_config_schema())
+def run_config_backup_executor(context: dg.OpExecutionContext) -> str:
     _start(context)
-    try:
-        result = run_backup(config, _task_name(context), dt.datetime.now(dt.UTC), context.log)
-    except BackupRefused as exc:
-        raise _fail(context, str(exc)) from None
+    config = _config(context, ConfigBackupConfig, "config_backup_executor")
+    with _every_failure_recorded(context, "config_backup_executor"):
+        try:
+            result = run_backup(config, _task_name(context), dt.datetime.now(dt.UTC), context.log)
+        except BackupRefused as exc:
+            raise _fail(context, one_line(str(exc))) from None
     metadata = {
         "archives": [s.archive for s in result.sources if s.archive],
         "total_bytes": sum(s.size_bytes for s in result.sources),
         "total_files": sum(s.files for s in result.sources),
         "files_vanished": sum(s.files_vanished for s in result.sources),
+        "hard_links_skipped": sum(len(s.hard_links_skipped) for s in result.sources),
         "deleted_archives": result.deleted,
         "sources": dg.MetadataValue.json(
-            [{"name": s.name, "files": s.files, "bytes": s.size_bytes, "error": s.error} for s in result.sources]
+            [{"name": s.name, "files": s.files, "bytes": s.size_bytes, "error": s.error,
+              "hard_links_skipped": s.hard_links_skipped[:100]} for s in result.sources]
         ),
     }
     if result.failed:
@@ -111,16 +162,25 @@ def run_config_backup_executor(context: dg.OpExecutionContext, config: ConfigBac
     return _succeed(context, result.message, metadata, len(result.sources))
 
 
-@dg.op(description="Run a plug-in executor's `async execute(config, settings)`; its string is the output.")
-def run_plugin_executor(context: dg.OpExecutionContext, config: PluginRunConfig) -> str:
+@dg.op(description="Run a plug-in executor's `async execute(config, settings)`; its string is the output.",
+       config_schema=PluginRunConfig.to_config_schema())
+def run_plugin_executor(context: dg.OpExecutionContext) -> str:
     _start(context)
+    config = _config(context, PluginRunConfig, "plugin_executor")
     try:
         plugin = load_plugin(config.executor)
-        output = run_plugin(plugin, json.loads(config.config_json), MaintenanceSettings())
+        plugin_config = json.loads(config.config_json)
+        validate_plugin_config(plugin, plugin_config)  # under this worker's settings (e.g. its allowed roots)
     except PluginNotFound as exc:
         raise _fail(context, str(exc)) from None
+    except ValidationError as exc:
+        raise _fail(context, refusal(config.executor, exc)) from None
+    except Exception as exc:  # not JSON, or a plug-in whose import fails
+        raise _fail(context, one_line(f"{config.executor} cannot start: {type(exc).__name__}: {exc}")) from exc
+    try:
+        output = run_plugin(plugin, plugin_config, MaintenanceSettings())
     except Exception as exc:  # a plug-in signals failure by raising anything
-        raise _fail(context, f"{config.executor} failed: {type(exc).__name__}: {exc}") from exc
+        raise _fail(context, one_line(f"{config.executor} failed: {type(exc).__name__}: {exc}")) from exc
     return _succeed(context, output, {"executor": config.executor}, 1)
 
 

@@ -12,15 +12,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from maintenance_jobs.executor_configs import BUILTIN_CONFIGS
+from maintenance_jobs.executor_configs import BUILTIN_CONFIGS, ConfigBackupConfig, archive_name_problem
 from maintenance_jobs.limits import (
     MAX_CONFIG_JSON_BYTES,
     MAX_CREATED_BY_CHARS,
     MAX_DESCRIPTION_CHARS,
     MAX_EXECUTOR_CHARS,
+    MAX_NESTING_DEPTH,
     MAX_SERVICE_CHARS,
     MAX_TASK_NAME_CHARS,
 )
+from maintenance_jobs.text_rules import check_label, nesting_depth_over
 from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, validate_plugin_config
 from maintenance_jobs.schedule import CronFields
 
@@ -43,9 +45,9 @@ class TaskValidationError(ValueError):
 
 
 class TaskSpec(BaseModel):
-    """The writable part of a task row."""
+    """The writable part of a task row. Strict: `true` is not a priority and `"yes"` is not a boolean."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     task_name: str = Field(json_schema_extra={"pattern": TASK_NAME_PATTERN, "maxLength": MAX_TASK_NAME_CHARS})
     service: str = Field(min_length=1, max_length=MAX_SERVICE_CHARS)
@@ -72,6 +74,11 @@ class TaskSpec(BaseModel):
             )
         return value
 
+    @field_validator("service", "description", "created_by")
+    @classmethod
+    def _showable(cls, value: str) -> str:
+        return check_label(value)
+
     @field_validator("config")
     @classmethod
     def _config_size(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -94,9 +101,13 @@ class TaskSpec(BaseModel):
 
 
 class Task(TaskSpec):
-    """A stored task row, with the fields the system maintains."""
+    """A stored task row, with the fields the system maintains.
 
-    model_config = ConfigDict(extra="ignore", from_attributes=True)
+    `problem` is not stored: it is why the current settings refuse the row's executor config (set by the API and
+    the dispatcher, which never run such a task), else None."""
+
+    # A row read back is not input: lax, so a database's types (e.g. a float duration) load as they are.
+    model_config = ConfigDict(extra="ignore", from_attributes=True, strict=False)
 
     id: int
     last_run: dt.datetime | None = None
@@ -104,6 +115,7 @@ class Task(TaskSpec):
     last_duration_seconds: float | None = None
     created_at: dt.datetime
     updated_at: dt.datetime
+    problem: str | None = None
 
 
 READ_ONLY_FIELDS = frozenset(Task.model_fields) - frozenset(TaskSpec.model_fields)
@@ -158,12 +170,17 @@ def validate_executor_config(executor: str, config: Mapping[str, Any]) -> None:
         raise _first_error(exc, "config") from None
 
 
-def validate_task(data: Mapping[str, Any]) -> TaskSpec:
-    """A validated task spec, or TaskValidationError naming the first bad field."""
+def validate_task(data: Mapping[str, Any], *, check_config: bool = True) -> TaskSpec:
+    """A validated task spec, or TaskValidationError naming the first bad field.
+
+    `check_config=False` leaves the executor config to the caller: an update that changes neither the executor nor
+    the config must succeed (e.g. disabling a task) even when the current settings refuse the stored config."""
     unknown = sorted(set(data) - set(TaskSpec.model_fields))
     if unknown:
         what = "is read-only" if unknown[0] in READ_ONLY_FIELDS else "is not a task field"
         raise TaskValidationError(unknown[0], what)
+    if nesting_depth_over(dict(data), MAX_NESTING_DEPTH):
+        raise TaskValidationError("config", f"nests deeper than {MAX_NESTING_DEPTH} levels (arrays and objects)")
     check_storable(dict(data), "")
     try:
         spec = TaskSpec.model_validate(dict(data))
@@ -173,5 +190,29 @@ def validate_task(data: Mapping[str, Any]) -> TaskSpec:
         longest = calendar.monthrange(2024, spec.month)[1]  # 2024 is a leap year: Feb 29 is allowed
         if spec.day_of_month > longest:
             raise TaskValidationError("day_of_month", f"{spec.day_of_month} never occurs in month {spec.month}")
-    validate_executor_config(spec.executor, spec.config)
+    if check_config:
+        validate_executor_config(spec.executor, spec.config)
+        if spec.executor == "config_backup_executor":
+            too_long = archive_name_problem(spec.task_name, ConfigBackupConfig.model_validate(spec.config))
+            if too_long is not None:
+                raise TaskValidationError(f"config.sources.{too_long[0]}.name", too_long[1])
     return spec
+
+
+def config_problem(task: TaskSpec) -> str | None:
+    """Why this process's settings refuse the task's executor config ("config.field: message"), or None.
+
+    Settings can narrow after a task was written (backup roots, allowed hosts): such a row stays stored and is
+    reported, never run."""
+    try:
+        validate_executor_config(task.executor, task.config)
+    except TaskValidationError as exc:
+        return str(exc)
+    except Exception as exc:  # a plug-in that cannot even be imported here
+        return f"executor: cannot be loaded ({type(exc).__name__})"
+    return None
+
+
+def with_problem(task: Task) -> Task:
+    """`task` with `problem` set under this process's settings."""
+    return task.model_copy(update={"problem": config_problem(task)})

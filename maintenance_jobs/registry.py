@@ -95,18 +95,30 @@ def update_task(engine: sa.Engine, task_name: str, changes: Mapping[str, Any]) -
         if row is None:
             raise TaskNotFound(task_name)
         current = _task(row).model_dump(include=set(TaskSpec.model_fields))
-        spec = validate_task({**current, **changes})
+        # The executor config is checked when it changes: a stored config the current settings refuse must not
+        # stop the task from being disabled, renamed or rescheduled (it stays reported and is never run).
+        spec = validate_task({**current, **changes}, check_config=bool({"executor", "config"} & set(changes)))
         if spec.task_name != task_name:
             taken = conn.execute(sa.select(scheduled_tasks.c.id).where(scheduled_tasks.c.task_name == spec.task_name))
             if taken.first() is not None:
                 raise DuplicateTask(spec.task_name)
-        updated = conn.execute(
-            scheduled_tasks.update()
-            .where(scheduled_tasks.c.id == row.id)
-            .values(**spec.model_dump(), updated_at=sa.func.now())
-            .returning(*scheduled_tasks.c)
-        ).one()
+        try:
+            updated = conn.execute(
+                scheduled_tasks.update()
+                .where(scheduled_tasks.c.id == row.id)
+                .values(**spec.model_dump(), updated_at=sa.func.now())
+                .returning(*scheduled_tasks.c)
+            ).one()
+        except sa.exc.IntegrityError as exc:
+            # A create or another rename took the name between the check above and this write.
+            if _is_unique_violation(exc):
+                raise DuplicateTask(spec.task_name) from None
+            raise
     return _task(updated)
+
+
+def _is_unique_violation(exc: sa.exc.IntegrityError) -> bool:
+    return getattr(exc.orig, "pgcode", None) == "23505"
 
 
 def delete_task(engine: sa.Engine, task_name: str) -> None:

@@ -6,6 +6,7 @@ recorded in `maintenance_registry_meta`. Later starts insert nothing, so an oper
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -15,38 +16,54 @@ from sqlalchemy.dialects.postgresql import insert
 from maintenance_jobs.database.engine import registry_engine
 from maintenance_jobs.database.migrate import upgrade
 from maintenance_jobs.database.tables import registry_meta, scheduled_tasks
-from maintenance_jobs.models import TaskSpec, TaskValidationError, validate_task
+from maintenance_jobs.models import TaskSpec, TaskValidationError, config_problem, validate_task
 
+log = logging.getLogger(__name__)
 SEED_FILE = Path(__file__).resolve().parent / "seed_tasks.yaml"
 SEEDED_KEY = "seeded_at"
 _SEED_LOCK_ID = 0x6D61696E75
 
 
 def load_seed_tasks(path: Path = SEED_FILE) -> list[TaskSpec]:
-    """The seed file's tasks, validated like any other task (errors name the task and field)."""
+    """The seed file's tasks, validated like any other task except for settings-dependent config rules."""
+    return [spec for spec, _ in seed_specs(path)]
+
+
+def seed_specs(path: Path = SEED_FILE) -> list[tuple[TaskSpec, str | None]]:
+    """Each seed task with the reason this process's settings refuse its executor config (None when accepted).
+
+    A seed task is stored either way: refused ones disabled, so narrowing MAINTENANCE_BACKUP_*_ROOTS or the allowed
+    hosts before the first start costs those tasks, never the registry (the operator fixes or deletes them)."""
     document = yaml.safe_load(path.read_text()) or {}
-    specs = []
+    seeds = []
     for index, data in enumerate(document.get("tasks") or []):
         try:
-            specs.append(validate_task(data))
+            spec = validate_task(data, check_config=False)
         except TaskValidationError as exc:
             name = data.get("task_name", f"#{index}") if isinstance(data, dict) else f"#{index}"
             raise TaskValidationError(exc.field, f"seed task {name}: {exc.message}") from None
-    return specs
+        seeds.append((spec, config_problem(spec)))
+    return seeds
 
 
 def seed_registry(engine: sa.Engine, path: Path = SEED_FILE) -> list[str]:
-    """Insert the seed tasks if this registry was never seeded; returns the names inserted."""
-    specs = load_seed_tasks(path)
+    """Insert the seed tasks if this registry was never seeded; returns the names inserted.
+
+    The seed file is read and validated only then: later starts look at the seeded flag and nothing else."""
     with engine.begin() as conn:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": _SEED_LOCK_ID})
         if conn.execute(sa.select(registry_meta.c.value).where(registry_meta.c.key == SEEDED_KEY)).first():
             return []
         inserted = []
-        for spec in specs:
+        for spec, problem in seed_specs(path):
+            values = spec.model_dump()
+            if problem is not None:
+                log.warning(f"seed task {spec.task_name} is refused by the current settings ({problem}): "
+                            "stored disabled")
+                values["enabled"] = False
             row = conn.execute(
                 insert(scheduled_tasks)
-                .values(**spec.model_dump())
+                .values(**values)
                 .on_conflict_do_nothing(index_elements=["task_name"])
                 .returning(scheduled_tasks.c.task_name)
             ).first()

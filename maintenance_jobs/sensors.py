@@ -4,13 +4,14 @@
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dagster as dg
 from maintenance_jobs.dispatch import scheduled_run_request
 from maintenance_jobs.jobs import MAINTENANCE_JOBS
 from maintenance_jobs.lost_runs import MAX_RUNTIME_MARKER, guard_tick, tick_summary
-from maintenance_jobs.registry import due_runs, record_run_end
+from maintenance_jobs.models import config_problem
+from maintenance_jobs.registry import DueRun, due_runs, record_run_end
 from maintenance_jobs.resources import MaintenanceRegistryResource
 from maintenance_jobs.schedule import plan_window, wall_clock_slots
 from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
@@ -30,6 +31,7 @@ def parse_cursor(cursor: str | None) -> dt.datetime | None:
 class DispatchTick:
     result: dg.SensorResult
     catch_up_notice: str | None  # set when minutes older than the catch-up bound were skipped
+    refused: list[str] = field(default_factory=list)  # due tasks the current settings refuse, with the reason
 
 
 def dispatch_tick(registry: MaintenanceRegistryResource, cursor: str | None, now: dt.datetime) -> DispatchTick:
@@ -46,12 +48,30 @@ def dispatch_tick(registry: MaintenanceRegistryResource, cursor: str | None, now
             f"{window.skipped_minutes} older minutes since {cursor} were skipped"
         )
     due = due_runs(registry.engine(), wall_clock_slots(window.minutes, registry.timezone))
-    requests = [scheduled_run_request(d.task, d.minute, registry.timezone) for d in due]
+    runnable, refused = split_refused(due)
+    requests = [scheduled_run_request(d.task, d.minute, registry.timezone) for d in runnable]
     if not requests:
         span = f"{window.minutes[0].isoformat()}..{window.minutes[-1].isoformat()}"
-        skip = dg.SkipReason(f"no task due in {span}" + (f"; {notice}" if notice else ""))
-        return DispatchTick(dg.SensorResult(skip_reason=skip, cursor=new_cursor), notice)
-    return DispatchTick(dg.SensorResult(run_requests=requests, cursor=new_cursor), notice)
+        reason = "; ".join(refused) if refused else f"no task due in {span}"
+        skip = dg.SkipReason(reason + (f"; {notice}" if notice else ""))
+        return DispatchTick(dg.SensorResult(skip_reason=skip, cursor=new_cursor), notice, refused)
+    return DispatchTick(dg.SensorResult(run_requests=requests, cursor=new_cursor), notice, refused)
+
+
+def split_refused(due: list[DueRun]) -> tuple[list[DueRun], list[str]]:
+    """The due runs to launch, and one note per task whose stored config the current settings refuse (never run;
+    every other task runs as usual)."""
+    problems: dict[str, str | None] = {}
+    runnable = []
+    for run in due:
+        name = run.task.task_name
+        if name not in problems:
+            problems[name] = config_problem(run.task)
+        if problems[name] is None:
+            runnable.append(run)
+    notes = [f"task {name} not run: refused by the current settings ({problem})"
+             for name, problem in problems.items() if problem is not None]
+    return runnable, notes
 
 
 @dg.sensor(
@@ -67,6 +87,8 @@ def maintenance_dispatcher(
     tick = dispatch_tick(maintenance_registry, context.cursor, utc_now())
     if tick.catch_up_notice:
         context.log.warning(tick.catch_up_notice)
+    for note in tick.refused:  # in the tick's log (and in its skip reason when nothing else was due)
+        context.log.warning(note)
     return tick.result
 
 

@@ -56,6 +56,10 @@ class MaintenanceSettings(SettingsBase):
         (Path(DEFAULT_BACKUP_TARGET_ROOTS),),
         validation_alias=_alias("backup_target_roots", "MAINTENANCE_BACKUP_TARGET_ROOTS"),
         description="folders a config backup's backup_dir must resolve under (BACKUPS_DIR is /backups in compose)")
+    # Unset: the backup source and target roots.
+    disk_usage_roots: Annotated[tuple[Path, ...] | None, NoDecode] = Field(
+        None, validation_alias=_alias("disk_usage_roots", "MAINTENANCE_DISK_USAGE_ROOTS"),
+        description="folders the disk_usage_executor plug-in may report on (default: the backup roots)")
     doc_sync_allowed_hosts: Annotated[frozenset[str], NoDecode] = Field(
         frozenset(), validation_alias=_alias("doc_sync_allowed_hosts", "MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS"),
         description="hosts doc sync may fetch from over https (empty: any https host)")
@@ -71,7 +75,7 @@ class MaintenanceSettings(SettingsBase):
         frozenset(), validation_alias=_alias("doc_sync_test_schemes", "MAINTENANCE_DOC_SYNC_TEST_SCHEMES"),
         description="internal: FOR TESTS ONLY, extra upstream URL schemes (e.g. file) for local test repositories")
 
-    @field_validator("backup_source_roots", "backup_target_roots", mode="before")
+    @field_validator("backup_source_roots", "backup_target_roots", "disk_usage_roots", mode="before")
     @classmethod
     def _paths(cls, value: Any) -> Any:
         return tuple(Path(p) for p in _csv(value)) if isinstance(value, str) else value
@@ -119,6 +123,13 @@ def backup_source_roots() -> tuple[Path, ...]:
 def backup_target_roots() -> tuple[Path, ...]:
     """Folders a backup_dir must resolve under (`MAINTENANCE_BACKUP_TARGET_ROOTS`, comma-separated)."""
     return maintenance_settings().backup_target_roots
+
+
+def disk_usage_roots() -> tuple[Path, ...]:
+    """Folders the disk_usage_executor plug-in may report on (`MAINTENANCE_DISK_USAGE_ROOTS`, comma-separated;
+    default: the backup source and target roots)."""
+    current = maintenance_settings()
+    return current.disk_usage_roots or (*current.backup_source_roots, *current.backup_target_roots)
 
 
 def doc_sync_allowed_hosts() -> frozenset[str]:

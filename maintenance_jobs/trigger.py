@@ -8,7 +8,7 @@ image, and the instance's run coordinator queues it under the same priority and 
 from __future__ import annotations
 
 from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
-from maintenance_jobs.models import Task
+from maintenance_jobs.models import Task, config_problem
 from maintenance_jobs.settings import MaintenanceSettings, maintenance_settings
 from orchestration_core.dagster_webserver import DagsterWebserverClient
 
@@ -28,6 +28,10 @@ class TaskNotRunnable(RuntimeError):
     """The task cannot be launched in this deployment (e.g. settings its executor needs are not set)."""
 
 
+class TaskRefused(ValueError):
+    """The current settings refuse the task's stored config: fix, disable or delete it (the API answers 409)."""
+
+
 def check_runnable(task: Task, settings: MaintenanceSettings | None = None) -> None:
     """TaskNotRunnable naming the missing (unset or empty) settings the task's executor needs."""
     settings = settings or maintenance_settings()
@@ -41,6 +45,9 @@ def check_runnable(task: Task, settings: MaintenanceSettings | None = None) -> N
 
 def trigger_task(webserver: DagsterWebserverClient, task: Task, triggered_by: str = "manual") -> str:
     """Queue a run of `task` now (tagged `triggered_by`) through the webserver and return its run id."""
+    problem = config_problem(task)
+    if problem is not None:
+        raise TaskRefused(f"task {task.task_name!r} is refused by the current settings: {problem}")
     check_runnable(task)
     job, _ = job_and_op(task.executor)
     return webserver.launch_run(

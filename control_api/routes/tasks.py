@@ -14,7 +14,7 @@ from pydantic_core import PydanticUndefined
 from control_api.deps import ApiState, api_state, registry
 from maintenance_jobs import registry as tasks_registry
 from maintenance_jobs.limits import MAX_TASK_NAME_CHARS
-from maintenance_jobs.models import TASK_NAME_PATTERN, Task, TaskSpec, TaskValidationError
+from maintenance_jobs.models import TASK_NAME_PATTERN, Task, TaskSpec, TaskValidationError, with_problem
 from maintenance_jobs.trigger import trigger_task
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
@@ -40,7 +40,7 @@ def _no_defaults(schema: dict[str, Any]) -> None:
 # Every writable field optional: a PUT changes only what it sends (the registry re-validates the merged row).
 TaskUpdate = create_model(
     "TaskUpdate",
-    __config__=ConfigDict(extra="forbid", json_schema_extra=_no_defaults),
+    __config__=ConfigDict(extra="forbid", strict=True, json_schema_extra=_no_defaults),
     **{name: _optional(field) for name, field in TaskSpec.model_fields.items()},
 )
 TaskName = Annotated[str, Path(json_schema_extra={"pattern": TASK_NAME_PATTERN, "maxLength": MAX_TASK_NAME_CHARS})]
@@ -73,12 +73,13 @@ class Deleted(BaseModel):
 
 @router.get("", response_model=list[Task], summary="List tasks (by priority, then name)")
 def list_tasks(engine: Registry, enabled: bool | None = None, service: Annotated[str | None, Query()] = None):
-    return tasks_registry.list_tasks(engine, enabled=enabled, service=service)
+    # `problem` says when the current settings refuse a task's stored config (it is never run until fixed).
+    return [with_problem(task) for task in tasks_registry.list_tasks(engine, enabled=enabled, service=service)]
 
 
 @router.get("/{task_name}", response_model=Task)
 def get_task(task_name: TaskName, engine: Registry):
-    return tasks_registry.get_task(engine, task_name)
+    return with_problem(tasks_registry.get_task(engine, task_name))
 
 
 @router.post("", response_model=Task, status_code=201)
@@ -87,7 +88,7 @@ def create_task(spec: TaskSpec, engine: Registry, state: State):
     reject_nul(data, "")
     created = tasks_registry.create_task(engine, data)
     state.responses.clear()  # /stats counts enabled tasks: this client must see its own write
-    return created
+    return with_problem(created)
 
 
 @router.put("/{task_name}", response_model=Task, summary="Change some fields of a task")
@@ -96,7 +97,7 @@ def update_task(task_name: TaskName, engine: Registry, changes: Annotated[TaskUp
     reject_nul(data, "")
     updated = tasks_registry.update_task(engine, task_name, data)
     state.responses.clear()
-    return updated
+    return with_problem(updated)
 
 
 @router.delete("/{task_name}", response_model=Deleted)

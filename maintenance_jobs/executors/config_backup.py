@@ -11,13 +11,20 @@ import fnmatch
 import logging
 import os
 import re
+import stat
 import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from maintenance_jobs.executor_configs import BackupSource, ConfigBackupConfig, ConfigRefused, resolved_backup_paths
+from maintenance_jobs.executor_configs import (
+    BackupSource,
+    ConfigBackupConfig,
+    ConfigRefused,
+    archive_name_problem,
+    resolved_backup_paths,
+)
 
 _STAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 
@@ -33,6 +40,7 @@ class SourceResult:
     size_bytes: int = 0
     files: int = 0
     files_vanished: int = 0
+    hard_links_skipped: list[str] = field(default_factory=list)  # relative paths left out (more than one link)
     error: str | None = None
 
 
@@ -50,6 +58,9 @@ class BackupResult:
         ok = [s for s in self.sources if not s.error]
         size = sum(s.size_bytes for s in ok)
         text = f"backed up {len(ok)}/{len(self.sources)} sources, {sum(s.files for s in ok)} files, {size} bytes"
+        skipped = sum(len(s.hard_links_skipped) for s in ok)
+        if skipped:
+            text += f"; skipped {skipped} hard-linked files (include_hard_links is off)"
         if self.deleted:
             text += f"; deleted {len(self.deleted)} expired archives"
         if self.failed:
@@ -88,19 +99,47 @@ def check_config(config: ConfigBackupConfig) -> ConfigBackupConfig:
         backup_dir=str(backup_dir),
         compress=config.compress,
         retention_days=config.retention_days,
+        include_hard_links=config.include_hard_links,
     )
 
 
+def _add_entry(tar: tarfile.TarFile, path: Path, arcname: str, include_hard_links: bool) -> bool | None:
+    """Add one entry (never following a symlink); a regular file is read from the descriptor that was checked, so it
+    cannot be swapped in between. False when a hard-linked file is skipped, None for a non-file entry, True when a
+    file was archived; FileNotFoundError when it vanished."""
+    status = os.lstat(path)
+    if not stat.S_ISREG(status.st_mode):
+        tar.add(path, arcname=arcname, recursive=False)  # a folder, symlink (as a link) or special file: no content
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (status.st_dev, status.st_ino):
+            raise FileNotFoundError(f"{path} changed while it was read")
+        if opened.st_nlink > 1 and not include_hard_links:
+            return False
+        info = tar.gettarinfo(arcname=arcname, fileobj=handle)
+        tar.addfile(info, handle)
+    return True
+
+
 def _write_archive(
-    source: BackupSource, target: Path, compress: bool, result: SourceResult, on_file: Callable[[Path], None] | None
+    source: BackupSource,
+    target: Path,
+    config: ConfigBackupConfig,
+    result: SourceResult,
+    on_file: Callable[[Path], None] | None,
 ) -> None:
     root = Path(source.path)
+    mode = "w:gz" if config.compress else "w"
     if not root.is_dir():  # a single file is archived as itself
-        with tarfile.open(target, "w:gz" if compress else "w") as tar:
-            tar.add(root, arcname=f"{source.name}/{root.name}")
-        result.files = 1
+        with tarfile.open(target, mode) as tar:
+            added = _add_entry(tar, root, f"{source.name}/{root.name}", config.include_hard_links)
+        if added is False:
+            result.hard_links_skipped.append(root.name)
+        result.files = 1 if added else 0
         return
-    with tarfile.open(target, "w:gz" if compress else "w") as tar:
+    with tarfile.open(target, mode) as tar:
         tar.add(root, arcname=source.name, recursive=False)
         for directory, dirnames, filenames in os.walk(root, onerror=_raise):
             base = Path(directory)
@@ -114,12 +153,14 @@ def _write_archive(
                 if on_file is not None:
                     on_file(path)
                 try:
-                    tar.add(path, arcname=f"{source.name}/{relative}", recursive=False)
+                    added = _add_entry(tar, path, f"{source.name}/{relative}", config.include_hard_links)
                 except FileNotFoundError:
                     # Files come and go in live config dirs; a vanished file is skipped and counted, not fatal.
                     result.files_vanished += 1
                     continue
-                if entry in filenames:
+                if added is False:
+                    result.hard_links_skipped.append(relative)
+                elif added:
                     result.files += 1
         if not root.is_dir():
             raise FileNotFoundError(f"source {source.path} disappeared during the backup")
@@ -148,7 +189,7 @@ def backup_source(
     os.close(fd)
     temp = Path(temp_name)
     try:
-        _write_archive(source, temp, config.compress, result, on_file)
+        _write_archive(source, temp, config, result, on_file)
         os.replace(temp, final)
     except OSError as exc:
         temp.unlink(missing_ok=True)
@@ -183,6 +224,9 @@ def run_backup(
 ) -> BackupResult:
     """Back up every source; retention runs only for sources whose new archive was written."""
     config = check_config(config)
+    too_long = archive_name_problem(task_name, config)
+    if too_long is not None:
+        raise BackupRefused(f"sources.{too_long[0]}.name: {too_long[1]}")
     backup_dir = Path(config.backup_dir)
     backup_dir.mkdir(parents=True, exist_ok=True)
     result = BackupResult()

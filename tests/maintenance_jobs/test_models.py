@@ -65,7 +65,7 @@ def test_rejected_with_the_field_named(changes: dict, field: str, fragment: str)
         {"day_of_week": 0, "hour": 9, "minute": 0},
         {"executor": "config_backup_executor", "config": BACKUP},
         {"executor": "doc_sync_executor", "config": {**DOCS, "docs_paths": ["/docs"]}},
-        {"executor": "disk_usage_executor", "config": {"paths": ["/"]}},
+        {"executor": "disk_usage_executor", "config": {"paths": ["/data"]}},
     ],
 )
 def test_accepted(changes: dict) -> None:
@@ -195,7 +195,7 @@ def test_seeded_tasks_are_valid_under_the_default_settings(monkeypatch: pytest.M
     [
         ({"task_name": "x\n"}, "task_name"),
         ({"task_name": "nightly\n"}, "task_name"),
-        ({"executor": "disk_usage_executor\n", "config": {"paths": ["/"]}}, "executor"),
+        ({"executor": "disk_usage_executor\n", "config": {"paths": ["/data"]}}, "executor"),
         ({"executor": "doc_sync_executor", "config": {**DOCS, "project": "fastapi\n"}}, "config.project"),
         ({"executor": "doc_sync_executor", "config": {**DOCS, "gitea_repo": "library/x\n"}}, "config.gitea_repo"),
         ({"executor": "doc_sync_executor", "config": {**DOCS, "branch": "main\n"}}, "config.branch"),
@@ -235,8 +235,8 @@ def test_retention_pattern_matches_whole_file_names(tmp_path) -> None:
         ({"service": "ok\udfff"}, "service", "lone surrogates"),
         ({"config": {"message": "\ud83d", "delay_seconds": 0}}, "config.message", "lone surrogates"),
         ({"config": {"message": "hi", "delay_seconds": float("nan")}}, "config.delay_seconds", "finite"),
-        ({"executor": "disk_usage_executor", "config": {"paths": ["/"], "x\ud800": 1}}, "config.x\ud800", "surrogates"),
-        ({"executor": "disk_usage_executor", "config": {"paths": ["/"], "limit": float("inf")}}, "config.limit",
+        ({"executor": "disk_usage_executor", "config": {"paths": ["/data"], "x\ud800": 1}}, "config.x\ud800", "surrogates"),
+        ({"executor": "disk_usage_executor", "config": {"paths": ["/data"], "limit": float("inf")}}, "config.limit",
          "finite"),
         ({"description": "a\x00b"}, "description", "NUL"),
     ],
@@ -254,7 +254,7 @@ def test_field_and_config_size_limits() -> None:
     with pytest.raises(TaskValidationError) as info:
         validate_task(task_data(description="d" * (MAX_DESCRIPTION_CHARS + 1)))
     assert info.value.field == "description"
-    big = {"paths": ["/"], "note": "é" * (MAX_CONFIG_JSON_BYTES // 2)}  # 2 bytes each in UTF-8
+    big = {"paths": ["/data"], "note": "é" * (MAX_CONFIG_JSON_BYTES // 2)}  # 2 bytes each in UTF-8
     with pytest.raises(TaskValidationError) as info:
         validate_task(task_data(executor="disk_usage_executor", config=big))
     assert info.value.field == "config" and str(MAX_CONFIG_JSON_BYTES) in info.value.message

@@ -12,7 +12,7 @@ import pytest
 
 from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, run_plugin
 from maintenance_jobs.jobs import example_executor_job, plugin_executor_job
-from maintenance_jobs.models import validate_task
+from maintenance_jobs.models import TaskValidationError, validate_task
 from maintenance_jobs.settings import MaintenanceSettings
 from maintenance_jobs.tags import TAG_OUTPUT
 
@@ -36,7 +36,8 @@ def plugin_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         del sys.modules[name]
 
 
-def test_shipped_example_plugin_runs_in_the_op(tmp_path: Path) -> None:
+def test_shipped_example_plugin_runs_in_the_op(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAINTENANCE_DISK_USAGE_ROOTS", str(tmp_path))
     config = {"paths": [str(tmp_path)], "min_free_percent": 0}
     validate_task({"task_name": "disk", "service": "s", "executor": "disk_usage_executor", "config": config})
     with dg.instance_for_test() as instance:
@@ -119,3 +120,28 @@ def test_example_executor_logs_waits_and_returns(caplog: pytest.LogCaptureFixtur
         for kind in ("STEP_START", "STEP_SUCCESS")
     )
     assert end - start >= 0.2
+
+
+@pytest.mark.parametrize("path", ["/etc/shadow", "/root", "/etc/no-such-file", "/data/../etc", "relative/path"])
+def test_disk_usage_paths_outside_its_roots_are_refused_alike_at_write_and_at_run(
+    path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plug-in is no oracle for host paths: outside its roots every path gets the same refusal, whether it
+    exists or not, when the task is written and again in the run (whose worker may have narrower roots)."""
+    monkeypatch.setenv("MAINTENANCE_DISK_USAGE_ROOTS", str(tmp_path))
+    config = {"paths": [path]}
+    with pytest.raises(TaskValidationError) as info:
+        validate_task({"task_name": "disk", "service": "s", "executor": "disk_usage_executor", "config": config})
+    assert info.value.field == "config.paths"
+    assert "exist" not in info.value.message and "ermission" not in info.value.message
+    with dg.instance_for_test() as instance:
+        refused = plugin_executor_job.execute_in_process(
+            run_config={"ops": {"run_plugin_executor": {"config": {
+                "executor": "disk_usage_executor", "config_json": json.dumps(config)}}}},
+            instance=instance,
+            raise_on_error=False,
+        )
+        tags = instance.get_run_by_id(refused.run_id).tags
+    assert not refused.success
+    assert tags["racing/outcome"] == "failed"
+    assert tags["racing/error"].startswith("disk_usage_executor config refused: paths:")

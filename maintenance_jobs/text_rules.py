@@ -1,0 +1,58 @@
+"""What text a task may hold where it is shown: names and labels reach run tags, the UI and CLI tables.
+
+Control characters (C0, DEL, C1), line and paragraph separators and the bidirectional formatting characters
+(which reorder what a terminal or browser shows, e.g. to make `exe.txt` read as `txt.exe`) are refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 controls, DEL, U+2028/U+2029, and the bidi embeddings, overrides, isolates and marks.
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def unshowable_character(value: str) -> str | None:
+    """The first control or bidi formatting character of `value` as `U+XXXX`, or None."""
+    found = _UNSHOWABLE.search(value)
+    return f"U+{ord(found.group()):04X}" if found else None
+
+
+def check_label(value: str) -> str:
+    """`value`, or ValueError naming the first control or bidi formatting character in it."""
+    bad = unshowable_character(value)
+    if bad is not None:
+        raise ValueError(f"must not contain control or bidirectional formatting characters (found {bad})")
+    return value
+
+
+def nesting_depth_over(value: object, limit: int) -> bool:
+    """True when `value` (dicts and lists, as JSON) nests deeper than `limit`; iterative, so no depth can make it
+    recurse, and it stops at the first container past the limit."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | tuple))
+    return False
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def json_nesting_over(body: bytes, limit: int) -> bool:
+    """True when the JSON text `body` opens more than `limit` arrays/objects at once; a scan of the raw bytes (strings
+    skipped), so it runs before any parser could recurse, and stops as soon as the limit is passed."""
+    depth = 0
+    for token in _JSON_TOKEN.finditer(body):
+        symbol = token.group()
+        if symbol in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif symbol in (b"]", b"}"):
+            depth -= 1
+    return False
