@@ -27,8 +27,9 @@ from control_api.openapi_errors import add_error_responses
 from control_api.routes.executions import router as executions_router
 from control_api.routes.status import router as status_router
 from control_api.routes.tasks import router as tasks_router
-from maintenance_jobs.limits import MAX_AUTHORIZATION_HEADER_BYTES, MAX_REQUEST_BODY_BYTES
+from maintenance_jobs.limits import MAX_AUTHORIZATION_HEADER_BYTES, MAX_NESTING_DEPTH, MAX_REQUEST_BODY_BYTES
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
+from maintenance_jobs.text_rules import json_nesting_over
 from maintenance_jobs.trigger import TaskNotRunnable, TaskRefused
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
 
@@ -78,8 +79,9 @@ class RejectNulInUrl:
 
 class RequestLimits:
     """Refuse oversize requests before auth or any route runs: an Authorization header over
-    MAX_AUTHORIZATION_HEADER_BYTES (431) and a body over MAX_REQUEST_BODY_BYTES (413), whether it declares its
-    Content-Length or arrives chunked (it is read up to the limit, then replayed to the app)."""
+    MAX_AUTHORIZATION_HEADER_BYTES (431), a body over MAX_REQUEST_BODY_BYTES (413), whether it declares its
+    Content-Length or arrives chunked (it is read up to the limit, then replayed to the app), and a body nesting
+    arrays/objects deeper than MAX_NESTING_DEPTH (422)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -113,6 +115,14 @@ class RequestLimits:
             if size > MAX_REQUEST_BODY_BYTES:
                 await too_large(scope, receive, send)
                 return
+        if json_nesting_over(b"".join(body), MAX_NESTING_DEPTH):
+            # Refused before any parser runs: JSON nested this deep made the parsers and validators recurse past
+            # Python's limit (a 500 and a 290 KB traceback per request). One log line, no traceback.
+            log.warning("refused %s %s: body nests deeper than %d levels", scope["method"], scope["path"],
+                        MAX_NESTING_DEPTH)
+            await _error(422, f"the request body nests deeper than {MAX_NESTING_DEPTH} levels (arrays and objects)",
+                         field="body")(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> Message:

@@ -27,6 +27,9 @@ DEFAULT_PUBLIC_PATHS = (
 # Daemons heartbeat every 30 s; two missed beats and a margin mean "not running".
 DEFAULT_HEARTBEAT_MAX_AGE_SECONDS = 90.0
 DEFAULT_CACHE_SECONDS = 1.0
+# /metrics is public (Prometheus scrapes without a key): one rendering serves every scrape for this long, so
+# anonymous scrapers cannot load the databases or the API's threads.
+DEFAULT_METRICS_CACHE_SECONDS = 5.0
 # The daemons that must be alive for registry tasks to be dispatched and launched.
 SCHEDULING_DAEMONS = ("SENSOR", "QUEUED_RUN_COORDINATOR")
 # Set by `maintenance-api --workers N` for its worker processes only: carries --insecure-dev to them.
@@ -74,6 +77,10 @@ class ApiSettings(SettingsBase):
     cache_seconds: float = Field(DEFAULT_CACHE_SECONDS, ge=0, allow_inf_nan=False,
                                  validation_alias=_env("cache_seconds", "MAINTENANCE_API_CACHE_SECONDS"),
                                  description="/executions and /stats are served from memory for this long")
+    metrics_cache_seconds: float = Field(
+        DEFAULT_METRICS_CACHE_SECONDS, ge=0, allow_inf_nan=False,
+        validation_alias=_env("metrics_cache_seconds", "MAINTENANCE_API_METRICS_CACHE_SECONDS"),
+        description="/metrics is rendered at most once per this many seconds; scrapes in between share it")
     workers: int = Field(1, ge=1, validation_alias=_env("workers", "MAINTENANCE_API_WORKERS"),
                          description="worker processes (maintenance-api --workers)")
     prometheus_multiproc_dir: str | None = Field(

@@ -31,6 +31,7 @@ class ApiState:
         self._instance: dg.DagsterInstance | None = None
         self._registry_prepared = False
         self.responses = ResponseCache(settings.cache_seconds)
+        self.metrics_cache = ResponseCache(settings.metrics_cache_seconds, max_entries=1)  # never cleared by writes
         self.health_probes = HealthProbes()  # /health's time-bounded database probes (one in flight per store)
 
     @cached_property
@@ -78,18 +79,25 @@ class ApiState:
         A usable page is answered on the event loop (an ageing one also starts one refresh in a worker thread);
         building a missing one (blocking database reads) runs in the thread pool, like FastAPI's sync routes.
         """
-        compute_page = lambda: _as_page(compute())  # noqa: E731
-        page, refresh = self.responses.peek(key)
-        if refresh:
-            asyncio.get_running_loop().run_in_executor(None, self.responses.refresh, key, compute_page)
-        if page is None:
-            page = await run_in_threadpool(self.responses.get, key, compute_page)
-        return Response(page.body, media_type="application/json", headers=dict(page.headers))
+        return await cached_from(self.responses, key, compute, "application/json")
 
     def close(self) -> None:
         for engine in ("registry", "racing"):  # only those that were opened
             if self.__dict__.get(engine) is not None:
                 self.__dict__[engine].dispose()
+
+
+async def cached_from(cache: ResponseCache, key: tuple, compute: Callable[[], str | bytes | CachedPage],
+                      media_type: str) -> Response:
+    """A page of `cache` (see ApiState.cached_response): served on the event loop when usable, else built once in
+    the thread pool while concurrent requests for the same key wait for that one build."""
+    compute_page = lambda: _as_page(compute())  # noqa: E731
+    page, refresh = cache.peek(key)
+    if refresh:
+        asyncio.get_running_loop().run_in_executor(None, cache.refresh, key, compute_page)
+    if page is None:
+        page = await run_in_threadpool(cache.get, key, compute_page)
+    return Response(page.body, media_type=media_type, headers=dict(page.headers))
 
 
 class CachedPage(NamedTuple):

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from control_api import schedulers, status
-from control_api.deps import ApiState, api_state, instance
+from control_api.deps import ApiState, api_state, cached_from, instance
 
 router = APIRouter(tags=["status"])
 State = Annotated[ApiState, Depends(api_state)]
@@ -38,5 +38,8 @@ def list_schedulers(dagster: Annotated[dg.DagsterInstance, Depends(instance)]):
 
 @router.get("/metrics", response_class=Response,
             responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}})
-def metrics(state: State):
-    return Response(generate_latest(state.metrics_registry), media_type=CONTENT_TYPE_LATEST)
+async def metrics(state: State):
+    # Public and polled by anyone who can reach the port: rendered once per MAINTENANCE_API_METRICS_CACHE_SECONDS,
+    # served from memory in between (concurrent scrapes of an expired page wait for one rendering).
+    return await cached_from(state.metrics_cache, ("metrics",), lambda: generate_latest(state.metrics_registry),
+                             CONTENT_TYPE_LATEST)

@@ -63,7 +63,7 @@ def api_settings(registry_url: str, pg_instance: dg.DagsterInstance, dagster_web
     # No response cache: tests create runs behind the API's back and read them at once.
     return ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: pg_instance,
                        dagster_ui_url="http://dagster.test", dagster_webserver_url=dagster_webserver_url,
-                       cache_seconds=0)
+                       cache_seconds=0, metrics_cache_seconds=0)
 
 
 @pytest.fixture
