@@ -284,3 +284,31 @@ def test_metrics_scrapes_share_one_rendering(api_settings, pg_instance) -> None:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_a_backup_refused_at_start_shows_its_error_in_executions(
+    api: RunningApi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backup whose source became a symlink to /etc after the task was written: the run is refused by the
+    worker's config check, and /executions says why (before: `error: null`, no outcome tag)."""
+    from maintenance_jobs.jobs import config_backup_executor_job
+    from maintenance_jobs.tags import TAG_SERVICE, TAG_TASK
+
+    monkeypatch.setenv("MAINTENANCE_BACKUP_SOURCE_ROOTS", str(tmp_path))
+    monkeypatch.setenv("MAINTENANCE_BACKUP_TARGET_ROOTS", str(tmp_path))
+    (tmp_path / "source").mkdir()
+    link = tmp_path / "current"
+    link.symlink_to(tmp_path / "source")
+    config = {"sources": [{"path": str(link), "name": "configs"}], "backup_dir": str(tmp_path / "backups")}
+    link.unlink()
+    link.symlink_to("/etc")
+    result = config_backup_executor_job.execute_in_process(
+        run_config={"ops": {"run_config_backup_executor": {"config": config}}}, instance=api.instance,
+        tags={TAG_TASK: "nightly_configs", TAG_SERVICE: "backups"}, raise_on_error=False,
+    )
+    assert not result.success
+    with api.client() as client:
+        (execution,) = client.get("/executions", params={"task_name": "nightly_configs"}).json()
+    assert execution["status"] == "failed"
+    assert execution["error"].startswith("config_backup_executor config refused: sources.0.path: ")
+    assert "must resolve under" in execution["error"] and not (tmp_path / "backups").exists()

@@ -241,3 +241,69 @@ def test_roots_from_the_run_workers_environment_apply_at_run_time(
     with pytest.raises(BackupRefused, match="MAINTENANCE_BACKUP_TARGET_ROOTS"):
         run_backup(config, "nightly", NOW, LOG)
     assert not (tmp_path / "backups").exists()
+
+
+def test_files_with_more_than_one_hard_link_are_skipped_unless_the_task_opts_in(source: Path, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"  # not under the roots: a hard link reaches it anyway
+    outside.mkdir()
+    (outside / "shadow").write_text("root:secret-hash:19000")
+    (source / "app" / "innocent.yml").hardlink_to(outside / "shadow")
+    (source / "app" / "twin.yml").hardlink_to(source / "app" / "config.yml")  # even inside the source: a second name
+    result = run_backup(backup_config(source, tmp_path / "backups"), "nightly", NOW, LOG)
+    (archive,) = [Path(s.archive) for s in result.sources]
+    # config.yml is skipped with its twin: both names are links to one file.
+    assert members(archive) == ["docker-data/cache/top-level-cache.txt", "docker-data/db/settings.json"]
+    assert result.sources[0].hard_links_skipped == ["app/config.yml", "app/innocent.yml", "app/twin.yml"]
+    assert "skipped 3 hard-linked files" in result.message
+    with tarfile.open(archive) as tar:
+        contents = [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]
+    assert not any(b"secret-hash" in content for content in contents)
+
+    opted_in = run_backup(backup_config(source, tmp_path / "backups2", include_hard_links=True), "nightly", NOW, LOG)
+    assert "docker-data/app/innocent.yml" in members(Path(opted_in.sources[0].archive))
+    assert opted_in.sources[0].hard_links_skipped == []
+
+
+def test_archive_names_too_long_for_the_file_system_are_refused_before_writing(source: Path, tmp_path: Path) -> None:
+    from maintenance_jobs.models import TaskValidationError, validate_task
+
+    long_task = "t" * 200
+    config = backup_config(source, tmp_path / "backups")
+    with pytest.raises(TaskValidationError) as info:
+        validate_task({"task_name": long_task, "service": "s", "executor": "config_backup_executor",
+                       "config": config.model_dump()})
+    assert info.value.field == "config.sources.0.name" and "over the limit of 255" in info.value.message
+    with pytest.raises(BackupRefused, match="over the limit of 255"):
+        run_backup(config, long_task, NOW, LOG)
+    assert not (tmp_path / "backups").exists()
+    # Just inside the limit: written.
+    fits = "t" * (255 - len(".__docker-data__20250101T000000Z.tar.gz.abcdefgh.partial"))
+    assert run_backup(config, fits, NOW, LOG).sources[0].archive
+
+
+@pytest.mark.parametrize("swap", ["source_to_etc", "long_name"])
+def test_a_run_refused_at_start_records_why(source: Path, tmp_path: Path, swap: str) -> None:
+    """Whichever layer refuses a run (the config rules under the worker's settings, or the backup's own checks),
+    the run ends failed with an outcome tag and a one-line error, which /executions shows."""
+    task = "backup_docker_configs_daily"
+    if swap == "source_to_etc":
+        link = tmp_path / "current"
+        link.symlink_to(source)
+        config = backup_config(link, tmp_path / "backups").model_dump()
+        link.unlink()
+        link.symlink_to("/etc")
+        expected = "config_backup_executor config refused: sources.0.path:"
+    else:
+        config = backup_config(source, tmp_path / "backups").model_dump()
+        task = "t" * 220
+        expected = "sources.0.name: archive file names of source 'docker-data' would be"
+    with dg.instance_for_test() as instance:
+        failed = config_backup_executor_job.execute_in_process(
+            run_config={"ops": {"run_config_backup_executor": {"config": config}}},
+            instance=instance, tags={TAG_TASK: task}, raise_on_error=False,
+        )
+        tags = instance.get_run_by_id(failed.run_id).tags
+    assert not failed.success
+    assert tags["racing/outcome"] == "failed" and tags["racing/error"].startswith(expected), tags
+    assert "\n" not in tags["racing/error"]
+    assert not (tmp_path / "backups").exists()

@@ -245,3 +245,20 @@ def test_registry_rows_are_untouched_by_runs_without_a_task_tag(
     assert record_finished_run(pg_instance, run, registry_resource) == "no task tag"
     with registry_resource.engine().connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM scheduled_tasks WHERE last_run IS NOT NULL")).scalar() == 0
+
+
+def test_a_task_the_settings_refuse_is_never_launched_and_the_tick_says_why(
+    example_enabled: MaintenanceRegistryResource, monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """Narrowing the backup roots after the registry was seeded refuses the seeded backup: it is reported in the
+    tick, never requested, and every other due task still runs."""
+    monkeypatch.setenv("MAINTENANCE_BACKUP_SOURCE_ROOTS", str(tmp_path))
+    tick = dispatch_tick(example_enabled, None, NOW)
+    assert keys(tick) == ["test_example_task:2025-06-03T03:05+12:00"]
+    (note,) = tick.refused
+    assert note.startswith("task backup_docker_configs_daily not run: refused by the current settings "
+                           "(config.sources.0.path: '/data' must resolve under")
+    update_task(example_enabled.engine(), "test_example_task", {"enabled": False})
+    alone = dispatch_tick(example_enabled, None, NOW)
+    assert alone.result.run_requests == []
+    assert alone.result.skip_reason.skip_message.startswith("task backup_docker_configs_daily not run: refused")

@@ -349,3 +349,27 @@ def test_the_fetch_and_the_docs_are_bounded_in_size(sandbox: Sandbox, log, monke
     with pytest.raises(GitCommandError, match="5000000 bytes, over the limit of 1000000"):
         sandbox.sync(["docs"], log)
     assert sandbox.target_files() == []
+
+
+def test_the_job_launched_with_a_hostile_upstream_fails_with_its_reason_and_runs_nothing(
+    sandbox: Sandbox, marker: Path, tmp_path: Path
+) -> None:
+    """The same attack as the API or the webserver's launchRun would start it: the doc-sync job's op."""
+    import dagster as dg
+
+    from maintenance_jobs.jobs import doc_sync_executor_job
+    from maintenance_jobs.resources import GiteaResource
+
+    publish(sandbox.upstream, hook_through_symlink_tree(sandbox, marker, ".git/hooks"))
+    run_config = {"ops": {"run_doc_sync_executor": {"config": sandbox.config([]).model_dump()}}}
+    gitea = GiteaResource(base_url=f"file://{sandbox.gitea}", token=CANARY, work_dir=str(sandbox.work))
+    with dg.instance_for_test() as instance:
+        result = doc_sync_executor_job.execute_in_process(
+            run_config=run_config, resources={"gitea": gitea}, instance=instance, raise_on_error=False,
+            tags={"maintenance/task": "sync_evil_docs"},
+        )
+        tags = instance.get_run_by_id(result.run_id).tags
+    assert not result.success
+    assert tags["racing/outcome"] == "failed"
+    assert tags["racing/error"].endswith("failed (exit 128): the upstream's objects failed git's integrity checks")
+    assert not marker.exists() and sandbox.executable_files_in_work() == [] and sandbox.target_files() == []
