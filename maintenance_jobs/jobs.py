@@ -27,7 +27,7 @@ from maintenance_jobs.executors.scrub import scrub
 from maintenance_jobs.resources import GiteaResource
 from maintenance_jobs.settings import MaintenanceSettings
 from maintenance_jobs.tags import MAX_TAG_CHARS, TAG_OUTPUT, TAG_TASK, TAG_TRIGGERED_BY
-from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND, Outcome, record_outcome
+from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND, Outcome, one_line, record_outcome
 
 # Job-level tag: even a run launched by hand from the UI counts against the limit of 5 maintenance runs.
 JOB_TAGS = {TAG_KIND: KIND_MAINTENANCE}
@@ -53,12 +53,6 @@ def _succeed(context: dg.OpExecutionContext, output: str, metadata: dict[str, An
 def _fail(context: dg.OpExecutionContext, error: str, metadata: dict[str, Any] | None = None) -> dg.Failure:
     record_outcome(context, Outcome.FAILED, 0, 1, error)
     return dg.Failure(description=error, metadata=metadata or {})
-
-
-def one_line(text: str, limit: int = MAX_TAG_CHARS) -> str:
-    """`text` on one line (newlines and runs of spaces collapsed), cut at `limit` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def refusal(executor: str, exc: ValidationError) -> str:

@@ -16,6 +16,7 @@ from maintenance_jobs.resources import MaintenanceRegistryResource
 from maintenance_jobs.schedule import plan_window, wall_clock_slots
 from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
 from orchestration_core.audit.alert_webhook import AlertWebhook
+from orchestration_core.run_outcome import TAG_OUTCOME, Outcome, failure_reason, outcome_tags
 
 
 def utc_now() -> dt.datetime:
@@ -127,6 +128,10 @@ def record_finished_run(instance: dg.DagsterInstance, run: dg.DagsterRun, regist
     task_name = run.tags.get(TAG_TASK)
     if not task_name:
         return "no task tag"
+    if run.status == dg.DagsterRunStatus.FAILURE and TAG_OUTCOME not in run.tags:
+        # Refused or lost before its op could record anything (a launch refused, a worker gone): say why anyway.
+        reason = failure_reason(instance, run.run_id) or "the run failed before its op recorded an outcome"
+        instance.add_run_tags(run.run_id, outcome_tags(Outcome.FAILED, 0, 1, reason))
     canceling = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_CANCELING).records
     messages = [r.event_log_entry.dagster_event.message or "" for r in canceling if r.event_log_entry.dagster_event]
     status = classify_run_end(run.status, messages)

@@ -58,6 +58,30 @@ def outcome_tags(outcome: Outcome, items_processed: int, items_failed: int, erro
     return tags
 
 
+def failure_reason(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """One line saying why a run failed, from its own events: the last step failure's error (the user code's error
+    when Dagster wrapped it), else the run failure's message (a launch refused, a worker lost). None if neither."""
+    steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE, ascending=False,
+                                         limit=1).records
+    if steps and steps[0].event_log_entry.dagster_event is not None:
+        error = steps[0].event_log_entry.dagster_event.step_failure_data.error
+        if error is not None:
+            cause = error.cause or error
+            return one_line(f"{cause.cls_name}: {cause.message}" if cause.cls_name else cause.message)
+    runs = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE, ascending=False,
+                                        limit=1).records
+    if runs and runs[0].event_log_entry.dagster_event is not None:
+        message = runs[0].event_log_entry.dagster_event.message or runs[0].event_log_entry.user_message
+        return one_line(message) if message else None
+    return None
+
+
+def one_line(text: str, limit: int = _MAX_ERROR_TAG_CHARS) -> str:
+    """`text` on one line (whitespace runs collapsed), cut at `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def record_outcome(
     context: dg.OpExecutionContext,
     outcome: Outcome,

@@ -262,3 +262,22 @@ def test_a_task_the_settings_refuse_is_never_launched_and_the_tick_says_why(
     alone = dispatch_tick(example_enabled, None, NOW)
     assert alone.result.run_requests == []
     assert alone.result.skip_reason.skip_message.startswith("task backup_docker_configs_daily not run: refused")
+
+
+def test_a_run_that_failed_before_its_op_ran_is_recorded_with_the_reason(
+    registry_resource: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance
+) -> None:
+    """A launch refused by the run launcher (no op ever ran): the run-end sensor still tags its outcome and error,
+    so /executions does not show `error: null`."""
+    create_task(registry_resource.engine(), task_data("pinger"))
+    run = pg_instance.create_run_for_job(
+        job_def=example_executor_job,
+        run_config={"ops": {"run_example_executor": {"config": {"message": "ping", "delay_seconds": 0}}}},
+        tags={TAG_TASK: "pinger"},
+    )
+    pg_instance.report_run_failed(run, "No docker image specified by the instance config or repository")
+    assert record_finished_run(pg_instance, pg_instance.get_run_by_id(run.run_id), registry_resource) == "failed"
+    tags = pg_instance.get_run_by_id(run.run_id).tags
+    assert tags["racing/outcome"] == "failed"
+    assert tags["racing/error"] == "No docker image specified by the instance config or repository"
+    assert get_task(registry_resource.engine(), "pinger").last_status == "failed"
