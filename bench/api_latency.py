@@ -79,6 +79,25 @@ def insert_runs(instance, count: int, maintenance_share: float, seed: int = 7) -
         conn.execute(sa.text("ANALYZE runs; ANALYZE run_tags"))
 
 
+def bench_storage(prefix: str) -> tuple[object, Path, str]:
+    """An embedded Postgres with a Dagster storage database (behind a DAGSTER_HOME) and a migrated task registry:
+    (the server, the DAGSTER_HOME folder, the registry URL)."""
+    from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
+    from maintenance_jobs.database.migrate import upgrade
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    server = start_embedded_postgres(work / "pgdata", delete_on_exit=True)
+    server_url = psycopg2_url(server.get_uri())
+    dagster_url = ensure_database(server_url, "dagster")
+    registry_url = ensure_database(server_url, "maintenance")
+    upgrade(registry_url)
+    home = work / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        f"storage:\n  postgres:\n    postgres_url: {dagster_url}\ntelemetry:\n  enabled: false\n")
+    return server, home, registry_url
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
@@ -177,19 +196,7 @@ def main() -> int:
 
     import dagster as dg
 
-    from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
-    from maintenance_jobs.database.migrate import upgrade
-
-    work = Path(tempfile.mkdtemp(prefix="bench-api-"))
-    server = start_embedded_postgres(work / "pgdata", delete_on_exit=True)
-    server_url = psycopg2_url(server.get_uri())
-    dagster_url = ensure_database(server_url, "dagster")
-    registry_url = ensure_database(server_url, "maintenance")
-    upgrade(registry_url)
-    home = work / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(
-        f"storage:\n  postgres:\n    postgres_url: {dagster_url}\ntelemetry:\n  enabled: false\n")
+    server, home, registry_url = bench_storage("bench-api-")
     began = time.perf_counter()
     with dg.DagsterInstance.from_config(str(home)) as instance:
         insert_runs(instance, args.runs, 0.10)

@@ -324,3 +324,11 @@ def test_the_run_fails_when_its_worker_refuses_the_config(
         )
     assert not result.success
     assert git("branch", "--list", cwd=gitea_root / "library" / "docs-fastapi.git") == ""
+
+
+@pytest.mark.parametrize("base", ["https://bot:s3cret@gitea.example", "http://token@gitea:3000"])
+def test_a_gitea_url_carrying_credentials_is_refused(base: str) -> None:
+    # The token is its own setting (GITEA_TOKEN, sent as a header); a URL with userinfo would copy it into run
+    # configs and messages.
+    with pytest.raises(ConfigRefused, match="GITEA_TOKEN"):
+        target_repo_url(base, "library/docs")

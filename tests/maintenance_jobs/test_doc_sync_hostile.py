@@ -20,6 +20,7 @@ import pytest
 
 from maintenance_jobs.executor_configs import DocSyncConfig
 from maintenance_jobs.executors.doc_sync import SYNC_INFO_FILE, GitCommandError, sync_docs, target_repo_url
+from tests.maintenance_jobs.test_doc_sync import local_test_remotes, log  # noqa: F401 (file:// remotes, a logger)
 
 pytestmark = pytest.mark.executor
 
@@ -53,18 +54,6 @@ def publish(repo: Path, root_tree: str, message: str = "docs") -> str:
                             capture_output=True, text=True).stdout.strip()
     git("update-ref", "refs/heads/main", commit, cwd=repo)
     return commit
-
-
-@pytest.fixture(autouse=True)
-def local_test_remotes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES", "file")
-
-
-@pytest.fixture
-def log() -> logging.Logger:
-    logger = logging.getLogger(f"doc_sync_hostile_{id(object())}")
-    logger.setLevel(logging.DEBUG)
-    return logger
 
 
 @pytest.fixture
