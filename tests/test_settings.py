@@ -3,8 +3,8 @@ and README's configuration table lists exactly those (less the internal ones).""
 
 from __future__ import annotations
 
-import ast
 import re
+from pathlib import Path
 
 import pytest
 from pydantic import AliasChoices
@@ -14,7 +14,7 @@ from maintenance_jobs.settings import MaintenanceSettings
 from orchestration_core.settings import PlatformSettings
 from racing_orchestration.settings import RacingSettings
 from tests.conftest import REPO_ROOT
-from tests.package_scan import production_modules
+from tests.package_scan import environ_reads, production_modules
 
 pytestmark = pytest.mark.unit
 
@@ -70,21 +70,23 @@ def test_readme_table_lists_exactly_the_settings() -> None:
     assert readme_variables() - README_ONLY == public
 
 
-def _reads_environ(tree: ast.Module) -> bool:
-    """True if the module reads os.environ / os.getenv (writing a variable for a child process is not a read)."""
-    stores = {id(node.value) for node in ast.walk(tree)
-              if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)}
-    return any(
-        isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") and isinstance(node.value, ast.Name)
-        and node.value.id == "os" and id(node) not in stores
-        for node in ast.walk(tree)
-    )
+def environ_readers(root: Path = REPO_ROOT) -> set[str]:
+    """Production modules that read the process environment themselves (tests.package_scan.environ_reads)."""
+    return {relative for relative, tree in production_modules(root=root) if environ_reads(tree)}
 
 
 def test_settings_are_read_only_through_the_settings_objects() -> None:
-    readers = [relative for relative, tree in production_modules()
-               if relative not in ENVIRON_READERS and _reads_environ(tree)]
-    assert readers == []
+    # Equal, not a subset: the one known reader is found, so the scan is looking at the real modules.
+    assert environ_readers() == ENVIRON_READERS
+
+
+def test_the_scan_finds_a_reader_planted_in_a_package(tmp_path: Path) -> None:
+    (tmp_path / "racing_orchestration" / "tab").mkdir(parents=True)
+    (tmp_path / "racing_orchestration" / "tab" / "planted.py").write_text(
+        "from os import getenv\n\n\ndef url():\n    return getenv('TAB_URL')\n")
+    (tmp_path / "control_api").mkdir()
+    (tmp_path / "control_api" / "clean.py").write_text("import os\n\nos.environ['CHILD_ONLY'] = '1'\n")
+    assert environ_readers(tmp_path) == {"racing_orchestration/tab/planted.py"}
 
 
 def test_empty_values_count_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:

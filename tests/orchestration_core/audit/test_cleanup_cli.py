@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
@@ -37,6 +38,23 @@ def test_cleanup_cli_dry_run_then_real_run(pg_instance, dagster_home, capsys) ->
 
     assert main(["cleanup", "--older-than-days", "1"]) == 0
     assert "deleted 1 successful runs" in capsys.readouterr().out  # the 2-day-old run
+
+
+def test_cleanup_cli_keeps_14_days_by_default(pg_instance, dagster_home, capsys) -> None:
+    """The CLI's default age is the nightly job's 14 days: a run just over it goes, one just under it stays."""
+    factory = RunFactory(pg_instance)
+    over = factory.recorded(S.SUCCESS, age_days=14.05).run_id  # 72 min past the 14 days
+    under = factory.recorded(S.SUCCESS, age_days=13.95).run_id
+    factory.recorded(S.SUCCESS)  # the job's latest success: neither row above is kept for being the newest
+
+    before = datetime.now(UTC)
+    assert main(["cleanup", "--json"]) == 0
+    after = datetime.now(UTC)
+    report = json.loads(capsys.readouterr().out)
+    assert before - timedelta(days=14) <= datetime.fromisoformat(report["cutoff"]) <= after - timedelta(days=14)
+    assert report["deleted"] == 1
+    assert pg_instance.get_run_by_id(over) is None
+    assert pg_instance.get_run_by_id(under) is not None
 
 
 @pytest.mark.parametrize("bad", ["0", "-3", "two"])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime, timedelta
+
 import dagster as dg
 import pytest
 
 from orchestration_core.audit.bulk_delete import InstanceRunDeleter, SqlBulkRunDeleter, run_deleter_for
 from orchestration_core.audit.cleanup import prune_successful_runs
-from orchestration_core.audit.jobs import cleanup_job_runs
+from orchestration_core.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
 from tests.orchestration_core.audit.run_factory import RunFactory, compute_log_dir, event_count, partial_tags
 
 pytestmark = pytest.mark.integration
@@ -137,9 +140,11 @@ def test_real_reexecution_of_failed_run_is_kept(pg_instance: dg.DagsterInstance,
 
 def test_job_reports_metadata_and_outcome(pg_instance: dg.DagsterInstance) -> None:
     runs, doomed = _mixed_runs(RunFactory(pg_instance))
+    started = time.perf_counter()
     result = cleanup_job_runs.execute_in_process(
         instance=pg_instance, run_config={"ops": {"prune_old_successful_runs": {"config": {"batch_size": 2}}}}
     )
+    elapsed = time.perf_counter() - started
     assert result.success
     [materialized] = [
         e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_OUTPUT
@@ -148,10 +153,33 @@ def test_job_reports_metadata_and_outcome(pg_instance: dg.DagsterInstance) -> No
     assert metadata["deleted"].value == len(doomed)
     assert metadata["kept_by_reason"].value["partial"] == 1
     assert metadata["dry_run"].value is False
-    assert metadata["duration_seconds"].value >= 0
+    # The pruning's own time (rounded to ms): some of the run's, never none of it (7 batches of queries and deletes).
+    assert 0 < metadata["duration_seconds"].value <= elapsed
     tags = pg_instance.get_run_by_id(result.run_id).tags
     assert tags["racing/outcome"] == "success"
     assert tags["racing/items_processed"] == str(len(doomed))
+
+
+def test_the_nightly_schedule_deletes_successes_older_than_14_days_and_keeps_younger_ones(
+    pg_instance: dg.DagsterInstance,
+) -> None:
+    """The retention the schedule runs with (no config: the job's default) is 14 days, the old scheduler's
+    SUCCESSFUL_JOBS retention: a run just over it goes, one just under it stays."""
+    factory = RunFactory(pg_instance)
+    over = factory.recorded(S.SUCCESS, age_days=14.05).run_id  # 72 min past the 14 days
+    under = factory.recorded(S.SUCCESS, age_days=13.95).run_id
+    factory.recorded(S.SUCCESS)  # the job's latest success: neither row above is kept for being the newest
+    with dg.build_schedule_context(instance=pg_instance) as context:
+        [request] = cleanup_job_runs_schedule.evaluate_tick(context).run_requests
+    before = datetime.now(UTC)
+    result = cleanup_job_runs.execute_in_process(instance=pg_instance, run_config=request.run_config)
+    after = datetime.now(UTC)
+    assert result.success
+    report = result.output_for_node("prune_old_successful_runs")
+    assert before - timedelta(days=14) <= datetime.fromisoformat(report["cutoff"]) <= after - timedelta(days=14)
+    assert report["deleted"] == 1
+    assert pg_instance.get_run_by_id(over) is None
+    assert pg_instance.get_run_by_id(under) is not None
 
 
 def test_bad_input_is_rejected_before_anything_is_deleted(pg_instance: dg.DagsterInstance) -> None:

@@ -46,6 +46,13 @@ def test_post_race_chain_is_five_five_ten_minutes() -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(("name", "seconds"), [("t60", "480"), ("t15", "480"), ("post", "300")])
+def test_each_checkpoint_job_carries_its_max_runtime_and_its_sensor_ticks_every_15_s(name, seconds) -> None:
+    assert CHECKPOINT_JOBS[name].tags[MAX_RUNTIME_TAG] == seconds  # 8 min pre-race, 5 min post-race
+    assert sensors.CHECKPOINT_SENSORS[name].minimum_interval_seconds == 15
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(CHECKPOINTS))
 def test_checkpoint_runs_are_bounded_so_a_dead_worker_cannot_hold_a_checkpoint(name) -> None:
     # A run whose worker died while Postgres was down stays STARTED until run monitoring cancels it at this bound.

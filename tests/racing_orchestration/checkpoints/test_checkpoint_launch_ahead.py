@@ -31,7 +31,7 @@ from racing_orchestration.checkpoints.windows import (
     retry_key,
 )
 from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint, update_checkpoint
-from racing_orchestration.settings import DEFAULT_LAUNCH_AHEAD_SECONDS, RacingSettings, launch_ahead
+from racing_orchestration.settings import RacingSettings, launch_ahead
 from racing_orchestration.tab.client import TabClient
 from racing_orchestration.tab.sim_engine import SimFeedConfig
 from racing_orchestration.tab.sim_feed import SimFeedServer
@@ -109,7 +109,7 @@ def test_run_keys_of_a_rescheduled_claim_and_its_retries() -> None:
 @pytest.mark.unit
 def test_launch_ahead_setting(monkeypatch) -> None:
     monkeypatch.delenv("RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS", raising=False)
-    assert launch_ahead() == dt.timedelta(seconds=DEFAULT_LAUNCH_AHEAD_SECONDS)
+    assert launch_ahead() == dt.timedelta(seconds=45)  # the local default (README "Checkpoint timing")
     monkeypatch.setenv("RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS", "60")
     assert launch_ahead() == dt.timedelta(seconds=60)
     monkeypatch.setenv("RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS", "600")  # would overlap the race's next checkpoint
@@ -385,7 +385,7 @@ def test_the_sensor_requests_ahead_with_the_target_and_the_wait_bound(pg_instanc
     [request] = requested()
     config = request.run_config["ops"]["take_odds_snapshot"]["config"]
     assert config["scheduled_for"] == request.tags["racing/scheduled_for"] == target.isoformat()
-    assert config["max_wait_seconds"] == (AHEAD + WAIT_SLACK).total_seconds()
+    assert config["max_wait_seconds"] == 55.0  # the 45 s margin and 10 s of slack for clocks and the tick
     assert DEFAULT_MAX_WAIT_SECONDS >= config["max_wait_seconds"]
     with race_db.connect() as conn:
         row = checkpoint_row(conn, race.race_id, "t15")

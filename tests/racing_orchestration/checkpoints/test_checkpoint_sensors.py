@@ -24,14 +24,20 @@ from racing_orchestration.checkpoints.windows import (
     run_key,
 )
 from racing_orchestration.race_db.checkpoints import await_next_attempt, update_checkpoint
+from racing_orchestration.race_db.queries import race_row
 from racing_orchestration.race_db.store import upsert_event
-from racing_orchestration.settings import launch_ahead
 from racing_orchestration.tab.sim_engine import SimFeed, SimFeedConfig
 from tests.racing_orchestration.checkpoint_support import Clock, fetch_event, seed_day
 
 START = dt.datetime(2026, 11, 29, 1, 0, tzinfo=dt.UTC)
 T60, T15, POST = CHECKPOINTS["t60"], CHECKPOINTS["t15"], CHECKPOINTS["post"]
 TICK = dt.timedelta(seconds=15)
+# The numbers these tests pin, written out (never read back from the code under test): the default launch-ahead
+# margin (README "Checkpoint timing"), each checkpoint's time from the race's start (T-60, T-15, T+5) and the
+# post-race chain's 5/5/10 minutes (the old scheduler's POST_RACE delays, seeds/racing-scheduler-phase3.md).
+DEFAULT_AHEAD = dt.timedelta(seconds=45)
+OFFSET = {"t60": dt.timedelta(minutes=-60), "t15": dt.timedelta(minutes=-15), "post": dt.timedelta(minutes=5)}
+CHAIN_WAITS = [dt.timedelta(minutes=5), dt.timedelta(minutes=5), dt.timedelta(minutes=10)]
 
 
 @pytest.mark.unit
@@ -141,6 +147,7 @@ def _simulate_run(conn, feed, request, name: str, clock: Clock, stuck: str) -> s
     elif name != "post" or status == "Final":
         state = "done"
     elif attempt < len(POST_RACE_DELAYS_SECONDS):
+        # The job's own chain (its default config), so the expectations below catch a changed chain.
         await_next_attempt(conn, race_id, name, attempt=attempt, run_id=run_id,
                            next_attempt_at=now + dt.timedelta(seconds=POST_RACE_DELAYS_SECONDS[attempt]))
         return run_id
@@ -152,6 +159,7 @@ def _simulate_run(conn, feed, request, name: str, clock: Clock, stuck: str) -> s
 
 @pytest.mark.integration
 def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, race_db, monkeypatch) -> None:
+    monkeypatch.delenv("RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS", raising=False)  # the default margin
     clock = Clock(dt.datetime(2026, 11, 28, 17, 0, tzinfo=dt.UTC))  # 06:00 NZDT on 29 Nov
     # Final 800 s after the jump: post-race attempts at jump+300 and +600 see Interim, +900 sees Final.
     feed = SimFeed(SimFeedConfig(seed=7, final_after_seconds=800), now=clock)
@@ -166,8 +174,7 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
     first = min(r.scheduled_start for r in sim_races.values()) - dt.timedelta(minutes=62)
     last = max(r.jump() for r in sim_races.values()) + dt.timedelta(minutes=27)
     clock.now = first
-    ahead = launch_ahead()
-    assert ahead > TICK  # the default margin: requests come before their targets
+    ahead = DEFAULT_AHEAD  # requests come this long before their targets
     # (attempt, target) of every request; each request's own time is checked against its target as it comes.
     requests: dict[tuple[str, str], list[tuple[int, dt.datetime]]] = defaultdict(list)
     run_ids: dict[tuple[str, str, int], str] = {}
@@ -189,6 +196,10 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
                 race_id = request.tags["racing/race_id"]
                 attempt = int(request.tags.get("racing/attempt", "0"))
                 scheduled = dt.datetime.fromisoformat(request.tags["racing/scheduled_for"])
+                if attempt == 0:  # T-60, T-15, T+5 from the race's start as stored when requested
+                    with race_db.connect() as conn:
+                        start = race_row(conn, race_id).start_time
+                    assert scheduled == start + OFFSET[name], (race_id, name, scheduled, start)
                 assert request.run_key == (f"{race_id}:{name}" if attempt == 0 else f"{race_id}:{name}:{attempt}")
                 # Launch ahead: requested within one tick after `ahead` before the target (the run waits for it).
                 assert scheduled - ahead <= clock.now < scheduled - ahead + TICK, (race_id, name, scheduled, clock.now)
@@ -222,9 +233,8 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
         if name != "post":
             assert len(taken) == 1
         for (attempt, at), (_, following) in zip(taken, taken[1:], strict=False):
-            wait = dt.timedelta(seconds=POST_RACE_DELAYS_SECONDS[attempt])
             # The 5/5/10 chain, target to target: each attempt's run fetched at its own target.
-            assert following - at == wait, (race_id, attempt, following - at)
+            assert following - at == CHAIN_WAITS[attempt], (race_id, attempt, following - at)
     for race_id, race in sim_races.items():
         taken = {name for name in CHECKPOINTS if (race_id, name) in requests}
         if race.abandoned_at is None:
@@ -247,6 +257,10 @@ def test_a_whole_day_tick_by_tick_requests_each_checkpoint_once(pg_instance, rac
         assert target == due + dt.timedelta(minutes=offset)
     assert (posts[plain.race_id].state, posts[plain.race_id].attempt) == ("done", 2)
     assert [a for a, _ in requests[(stuck, "post")]] == [0, 1, 2, 3]
+    # Its whole chain: T+5, then 5, 5 and 10 minutes later (T+10, T+15, T+25).
+    stuck_due = sim_races[stuck].scheduled_start + dt.timedelta(minutes=5)
+    assert [target - stuck_due for _, target in requests[(stuck, "post")]] == [
+        dt.timedelta(minutes=m) for m in (0, 5, 10, 20)]
     assert (posts[stuck].state, posts[stuck].attempt) == ("provisional", 3)
     states = {(state, note): n for state, note, n in ledger}
     assert sum(states.values()) == 3 * len(sim_races)
@@ -343,21 +357,21 @@ def test_a_checkpoint_whose_run_failed_is_requested_again_with_a_new_key_until_t
     [first] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
     _launch(pg_instance, first, ended)
     keys = [first.run_key]
-    for n in range(1, MAX_RELAUNCHES + 1):
+    for n in (1, 2, 3):  # the cap: requested again at most 3 times
         clock.advance(seconds=125)
         [again] = _for(_tick(sensor, pg_instance, race_db), race.race_id)
         assert again.run_key == f"{first.run_key}:retry{n}"
         assert again.run_config == first.run_config
         row = _ledger_row(race_db, race.race_id, "t15")
         assert row.state == "requested" and row.relaunches == n and row.run_key == again.run_key
-        assert ended.value in row.note and f"{n}/{MAX_RELAUNCHES}" in row.note
+        assert ended.value in row.note and f"{n}/3" in row.note
         keys.append(again.run_key)
         _launch(pg_instance, again, ended)
     clock.advance(seconds=125)
     assert not _for(_tick(sensor, pg_instance, race_db), race.race_id)
     row = _ledger_row(race_db, race.race_id, "t15")
-    assert row.state == "failed" and f"gave up after {MAX_RELAUNCHES} re-requests" in row.note
-    assert len(set(keys)) == len(keys) == MAX_RELAUNCHES + 1
+    assert row.state == "failed" and "gave up after 3 re-requests" in row.note
+    assert len(set(keys)) == len(keys) == 4
 
 
 @pytest.mark.integration
