@@ -20,6 +20,7 @@ from racing_orchestration.checkpoints.sensors import post_race_t5_sensor, pre_ra
 from racing_orchestration.ingestion.card_refresh import card_refresh, card_refresh_schedule
 from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_schedule
 from racing_orchestration.ingestion.race_cards import race_cards
+from racing_orchestration.race_data.catalog import RACE_TIME_ASSETS
 from racing_orchestration.resources import racing_resources
 
 defs = dg.Definitions(
@@ -28,6 +29,6 @@ defs = dg.Definitions(
     schedules=[cleanup_job_runs_schedule, morning_scrape_schedule, card_refresh_schedule],
     sensors=[run_failure_alert, partial_outcome_alert, scheduled_job_freshness,
              pre_race_t60_sensor, pre_race_t15_sensor, post_race_t5_sensor, racing_day_completeness_sensor],
-    assets=[race_cards, market_movers, racing_day],
+    assets=[race_cards, *RACE_TIME_ASSETS, market_movers, racing_day],
     resources={**racing_resources(), "alert_webhook": alert_webhook_from_env()},
 )

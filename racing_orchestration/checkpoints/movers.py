@@ -7,7 +7,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame
-from racing_orchestration.ingestion.race_cards import race_card_partitions
+from racing_orchestration.race_data.catalog import ODDS_T15, ODDS_T60, RACE_RESULTS, racing_days
 from racing_orchestration.race_db import schema
 from racing_orchestration.race_db.movers import upsert_market_movers
 from racing_orchestration.race_db.resource import RaceDatabase
@@ -29,7 +29,8 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> tuple[pd.DataFrame, pd.Dat
 
 
 @dg.asset(
-    partitions_def=race_card_partitions,
+    partitions_def=racing_days,
+    deps=[ODDS_T60, ODDS_T15, RACE_RESULTS],
     group_name="racing",
     kinds={"pandas", "postgres"},
     description="Per runner the fixed-win price at T-60 and T-15, the finish and the move in percent; the day's "

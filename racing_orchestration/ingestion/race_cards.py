@@ -13,11 +13,11 @@ from racing_orchestration.ingestion.combinations import (
 )
 from racing_orchestration.ingestion.scrape import scrape_combination_once
 from racing_orchestration.race_db.resource import RaceDatabase
-from orchestration_core.settings import racing_timezone
+from racing_orchestration.race_data.catalog import racing_days
 from racing_orchestration.tab.client import TabClient
 
-# end_offset=1: tomorrow's card is published today, and the morning scrape stores it too.
-race_card_partitions = dg.DailyPartitionsDefinition(start_date="2025-01-01", timezone=racing_timezone(), end_offset=1)
+# The racing days (racing_orchestration/race_data/catalog.py), by the name the modules and tests knew them by.
+race_card_partitions = racing_days
 
 
 class RaceCardConfig(dg.Config):
