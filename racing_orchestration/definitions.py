@@ -22,6 +22,7 @@ from racing_orchestration.ingestion.jobs import morning_scrape, morning_scrape_s
 from racing_orchestration.ingestion.race_cards import race_cards
 from racing_orchestration.race_data.catalog import RACE_TIME_ASSETS
 from racing_orchestration.resources import racing_resources
+from racing_orchestration.threaded_executor import threadpool_executor
 
 defs = dg.Definitions(
     jobs=[cleanup_job_runs, morning_scrape, card_refresh, pre_race_t60, pre_race_t15, post_race_t5,
@@ -31,4 +32,7 @@ defs = dg.Definitions(
              pre_race_t60_sensor, pre_race_t15_sensor, post_race_t5_sensor, racing_day_completeness_sensor],
     assets=[race_cards, *RACE_TIME_ASSETS, market_movers, racing_day],
     resources={**racing_resources(), "alert_webhook": alert_webhook_from_env()},
+    # Jobs without an executor of their own (asset materializations and backfills, the cleanup) run their steps in
+    # threads of the run worker: a month's race_cards backfill is 180 small I/O-bound steps, not 180 processes.
+    executor=threadpool_executor,
 )
