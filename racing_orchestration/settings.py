@@ -29,6 +29,9 @@ class RacingSettings(SettingsBase):
         DEFAULT_LAUNCH_AHEAD_SECONDS, ge=0, le=MAX_LAUNCH_AHEAD_SECONDS,
         description="checkpoint runs are requested this long before their target and wait for it before calling TAB "
         "(covers the sensor interval, the run queue and the run worker's start)")
+    racing_export_dir: str = Field(
+        "exports", description="folder the daily Parquet export is written to (one sub-folder per table; relative "
+        "paths are from the code location's working directory)")
 
 
 def launch_ahead() -> dt.timedelta:
