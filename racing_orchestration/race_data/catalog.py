@@ -22,8 +22,9 @@ import dagster as dg
 from orchestration_core.settings import racing_timezone
 
 FIRST_RACING_DAY = "2025-01-01"
-# end_offset=1: tomorrow's card is published today, and the morning scrape stores it too.
-racing_days = dg.DailyPartitionsDefinition(start_date=FIRST_RACING_DAY, timezone=racing_timezone(), end_offset=1)
+# A daily partition exists once its day is over; end_offset=2 adds today (racing now) and tomorrow (its card is
+# published today, and the morning scrape stores it too).
+racing_days = dg.DailyPartitionsDefinition(start_date=FIRST_RACING_DAY, timezone=racing_timezone(), end_offset=2)
 
 RACE_CARDS = dg.AssetKey("race_cards")
 ODDS_T60 = dg.AssetKey("odds_t60")

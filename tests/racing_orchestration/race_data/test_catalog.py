@@ -1,5 +1,8 @@
 """The asset catalog as declared: the racing assets, their daily partitions in RACING_TIMEZONE, and their lineage."""
 
+import datetime as dt
+from zoneinfo import ZoneInfo
+
 import dagster as dg
 import pytest
 
@@ -32,7 +35,16 @@ def test_every_racing_asset_is_one_daily_partition_per_racing_day() -> None:
     partitions = {graph.get(dg.AssetKey(name)).partitions_def for name in LINEAGE}
     [days] = partitions
     assert isinstance(days, dg.TimeWindowPartitionsDefinition)
-    assert days.cron_schedule == "0 0 * * *" and days.timezone == "Pacific/Auckland" and days.end_offset == 1
+    assert days.cron_schedule == "0 0 * * *" and days.timezone == "Pacific/Auckland"
+
+
+def test_the_partitions_reach_tomorrow_whose_card_the_morning_scrape_stores() -> None:
+    from racing_orchestration.race_data.catalog import racing_day_key
+
+    today = dt.datetime.now(ZoneInfo("Pacific/Auckland")).date()
+    assert racing_day_key(today + dt.timedelta(days=1)) == str(today + dt.timedelta(days=1))
+    assert racing_day_key(today + dt.timedelta(days=2)) is None
+    assert racing_day_key(dt.date(2024, 12, 31)) is None  # before the first racing day
 
 
 @pytest.mark.parametrize("asset", ["odds_t60", "odds_t15", "race_results"])
