@@ -6,10 +6,11 @@ import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
-from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame
 from orchestration_core.run_outcome import Outcome, record_outcome
+from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame
 from racing_orchestration.race_data.automation import recent_day_data_arrived
 from racing_orchestration.race_data.catalog import GROUP, ODDS_T15, ODDS_T60, RACE_RESULTS, racing_days
+from racing_orchestration.race_data.freshness import DAILY_DERIVED_FRESHNESS
 from racing_orchestration.race_db import schema
 from racing_orchestration.race_db.movers import upsert_market_movers
 from racing_orchestration.race_db.resource import RaceDatabase
@@ -37,6 +38,7 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> tuple[pd.DataFrame, pd.Dat
     kinds={"pandas", "postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
     automation_condition=recent_day_data_arrived(),
+    freshness_policy=DAILY_DERIVED_FRESHNESS,
     description="Per runner the fixed-win price at T-60 and T-15, the finish and the move in percent; the day's "
     "biggest movers in the metadata. Written to the market_movers table. Kept up to date for recent days by the "
     "race_data_automation sensor as snapshots and results arrive.",

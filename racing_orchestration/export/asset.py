@@ -11,6 +11,7 @@ from racing_orchestration.export.tables import EXPORT_TABLES
 from racing_orchestration.export.writer import export_day
 from racing_orchestration.race_data.automation import recent_day_data_arrived
 from racing_orchestration.race_data.catalog import GROUP, ODDS_T15, ODDS_T60, RACE_CARDS, RACE_RESULTS, racing_days
+from racing_orchestration.race_data.freshness import DAILY_DERIVED_FRESHNESS
 from racing_orchestration.race_db.resource import RaceDatabase
 
 
@@ -21,6 +22,7 @@ from racing_orchestration.race_db.resource import RaceDatabase
     kinds={"parquet"},
     backfill_policy=dg.BackfillPolicy.single_run(),
     automation_condition=recent_day_data_arrived(),
+    freshness_policy=DAILY_DERIVED_FRESHNESS,
     description="The racing day's meetings, races, runners, T-60 and T-15 odds, results and dividends, one Parquet "
     "file per table at RACING_EXPORT_DIR/<table>/<table>_<day>.parquet (schema: docs/race-data-export.md). "
     "Re-exporting replaces the files atomically and leaves unchanged ones alone.",

@@ -36,6 +36,7 @@ from racing_orchestration.ingestion.jobs import (
 )
 from racing_orchestration.race_data.card_checks import CARD_CHECK_SPECS
 from racing_orchestration.race_data.catalog import GROUP, racing_days
+from racing_orchestration.race_data.freshness import RACE_CARDS_FRESHNESS
 from racing_orchestration.race_db.resource import RaceDatabase
 
 # Kept for the modules and tests that knew the partitions by this name.
@@ -140,3 +141,6 @@ def race_cards():
     return {"result": outs.result, **{f"race_cards_{spec.key.name}": getattr(outs, spec.key.name)
                                       for spec in CARD_CHECK_SPECS}}
 
+
+# @graph_asset takes no FreshnessPolicy: attach it to the asset's spec.
+race_cards = race_cards.map_asset_specs(lambda spec: spec.replace_attributes(freshness_policy=RACE_CARDS_FRESHNESS))
