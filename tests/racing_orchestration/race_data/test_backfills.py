@@ -13,6 +13,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import dagster as dg
+import pandas as pd
 import pytest
 import sqlalchemy as sa
 
@@ -48,6 +49,12 @@ def _check_status(instance: dg.DagsterInstance, name: str, partition: str) -> st
     [latest, *_] = [r for r in instance.event_log_storage.get_asset_check_execution_history(key, limit=50)
                     if r.partition == partition]
     return latest.status.value
+
+
+def _stored_races(race_db, day: dt.date) -> int:
+    with race_db.connect() as conn:
+        return conn.execute(sa.text("SELECT count(*) FROM races JOIN meetings USING (meeting_id) "
+                                    "WHERE meeting_date = :d"), {"d": day}).scalar()
 
 
 def _stored_meetings(race_db, day: dt.date) -> int:
@@ -115,7 +122,7 @@ def cli_env(tmp_path, monkeypatch, dagster_database_url, racing_db_url, sim_feed
 
 
 @pytest.mark.integration
-def test_three_day_backfill_from_the_cli(cli_env, race_db) -> None:
+def test_three_day_backfill_of_cards_and_export_from_the_cli(cli_env, race_db) -> None:
     days = [_today() - dt.timedelta(days=n) for n in (4, 3, 2)]
     span = f"{days[0]}...{days[-1]}"
     # The README's command, as a user types it.
@@ -134,6 +141,18 @@ def test_three_day_backfill_from_the_cli(cli_env, race_db) -> None:
         metas = {p: r.asset_materialization.metadata["meetings"].value for p, r in records.items()}
     assert metas == {d.isoformat(): _stored_meetings(race_db, d) for d in days}
     assert all(metas.values())
+
+    # Then re-export the same days, README's second backfill command.
+    done = subprocess.run([DAGSTER, "asset", "materialize", "-m", "racing_orchestration", "--select",
+                           "race_day_export", "--partition-range", span], env=cli_env, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    exports = Path(cli_env["RACING_EXPORT_DIR"])
+    for day in days:
+        races = pd.read_parquet(exports / "races" / f"races_{day}.parquet")
+        assert set(races["meeting_date"]) == {day} and len(races) == _stored_races(race_db, day) > 0
+        assert all((exports / table / f"{table}_{day}.parquet").is_file()
+                   for table in ("meetings", "races", "runners", "odds", "results", "dividends"))
 
 
 @pytest.mark.integration
