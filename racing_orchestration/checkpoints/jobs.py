@@ -36,7 +36,12 @@ from racing_orchestration.checkpoints.windows import (
     checkpoint_spec,
     fetch_target,
 )
-from racing_orchestration.race_data.catalog import ODDS_BY_CHECKPOINT, RACE_RESULTS, log_materialization, race_materialization
+from racing_orchestration.race_data.catalog import (
+    ODDS_BY_CHECKPOINT,
+    RACE_RESULTS,
+    log_materialization,
+    race_materialization,
+)
 from racing_orchestration.race_db.checkpoints import await_next_attempt, reschedule_checkpoint
 from racing_orchestration.race_db.queries import race_row
 from racing_orchestration.race_db.resource import RaceDatabase

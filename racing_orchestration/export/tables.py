@@ -154,7 +154,8 @@ ODDS = ExportTable(
         Column("run_id", pa.string(), "the Dagster run that took it"),
     ),
     lambda day: _of_day(_o, *(c for c in _o.c if c.name != "id"), day=day,
-                        key=("race_id", "runner_number", "checkpoint")).where(_o.c.checkpoint.in_(EXPORTED_CHECKPOINTS)),
+                        key=("race_id", "runner_number", "checkpoint"))
+    .where(_o.c.checkpoint.in_(EXPORTED_CHECKPOINTS)),
 )
 
 RESULTS = ExportTable(

@@ -75,8 +75,8 @@ def alert_message(alert: FreshnessAlert, last_update: float | None) -> dict:
     last = (f"last update {dt.datetime.fromtimestamp(last_update, dt.UTC):%Y-%m-%d %H:%M} UTC"
             if last_update else "never updated")
     if alert.stale:
-        return slack_message(f"Stale: {alert.asset}", [f"`{alert.asset}`: {WATCHED.get(key, 'freshness policy failed')}",
-                                                       last])
+        why = WATCHED.get(key, "its freshness policy failed")
+        return slack_message(f"Stale: {alert.asset}", [f"`{alert.asset}`: {why}", last])
     return slack_message(f"Fresh again: {alert.asset}", [f"`{alert.asset}` meets its freshness policy again ({last})"])
 
 

@@ -282,7 +282,8 @@ def test_run_containers_mount_the_compose_volumes_by_their_fixed_names() -> None
                            fixed_names["exports"]}
     # The export is written where RACING_EXPORT_DIR says, in the code server and every run container.
     export_dir = SERVICES["code-racing"]["environment"]["RACING_EXPORT_DIR"]
-    assert mounts[fixed_names["exports"]] == export_dir and f"exports:{export_dir}" in SERVICES["code-racing"]["volumes"]
+    assert mounts[fixed_names["exports"]] == export_dir
+    assert f"exports:{export_dir}" in SERVICES["code-racing"]["volumes"]
     assert "RACING_EXPORT_DIR" in instance_config["run_launcher"]["config"]["env_vars"]
     compute_log_dir = instance_config["compute_logs"]["config"]["base_dir"]
     assert mounts[fixed_names["compute-logs"]] == compute_log_dir

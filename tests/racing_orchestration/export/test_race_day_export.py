@@ -101,7 +101,7 @@ def _export(instance, race_db, root, partition: str) -> dg.ExecuteInProcessResul
 def test_the_documented_schema_is_the_exported_one() -> None:
     text = DOC.read_text()
     block = text[text.index("<!-- schema:start"):].split("\n", 1)[1].split("<!-- schema:end -->")[0]
-    assert block == schema_markdown(), "docs/race-data-export.md: regenerate with python -m racing_orchestration.export.tables"
+    assert block == schema_markdown(), "stale: python -m racing_orchestration.export.tables regenerates it"
 
 
 @pytest.mark.unit

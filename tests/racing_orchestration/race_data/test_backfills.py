@@ -90,7 +90,8 @@ def test_a_range_with_a_day_tab_no_longer_serves(pg_instance, race_db) -> None:
         assert _check_status(pg_instance, "card_not_empty", day.isoformat()) == "SUCCEEDED"
     assert _check_status(pg_instance, "card_not_empty", gone.isoformat()) == "FAILED"
     tags = pg_instance.get_run_by_id(result.run_id).tags
-    assert (tags["racing/outcome"], tags["racing/items_processed"], tags["racing/items_failed"]) == ("partial", "2", "1")
+    assert (tags["racing/outcome"], tags["racing/items_processed"], tags["racing/items_failed"]) == \
+        ("partial", "2", "1")
     assert "TAB no longer serves" in tags["racing/error"]
 
 

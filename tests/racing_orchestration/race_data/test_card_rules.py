@@ -57,7 +57,8 @@ def test_day_outcomes_group_by_day_and_count_what_was_stored() -> None:
 @pytest.mark.parametrize(
     ("day", "results", "reason"),
     [
-        (TODAY - dt.timedelta(days=3), [("empty", None)], "TAB listed no meetings in any of 1 combinations (a past day)"),
+        (TODAY - dt.timedelta(days=3), [("empty", None)],
+         "TAB listed no meetings in any of 1 combinations (a past day)"),
         (TODAY, [("empty", None)], "TAB lists no meetings yet in any of 1 combinations (today)"),
         (TODAY - dt.timedelta(days=3), [("failed", 503)], "nothing stored: 1 of 1 combinations failed"),
         (TODAY - dt.timedelta(days=3), [("failed", 404), ("failed", 503)], "nothing stored: 2 of 2"),
