@@ -12,6 +12,7 @@ once and, beyond the sensors' grace, is tagged `racing/late=true`. Manual runs (
 import datetime as dt
 
 import dagster as dg
+import sqlalchemy as sa
 
 from racing_orchestration.checkpoints.fetch import (
     TAG_ATTEMPT,
@@ -302,9 +303,16 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
 
 def _record_stored(context: dg.OpExecutionContext, race_db: RaceDatabase, asset_key: dg.AssetKey, race_id: str,
                    what: str, metadata: dict) -> None:
-    """A materialization of the race's racing day recording what this run stored (the catalog's view of it)."""
-    with race_db.connect() as conn:
-        race = race_row(conn, race_id)
+    """A materialization of the race's racing day recording what this run stored (the catalog's view of it). The data
+    and the ledger are stored by now: a race database that cannot be read back costs the catalog event, said in the
+    run's log, never the run."""
+    try:
+        with race_db.connect() as conn:
+            race = race_row(conn, race_id)
+    except sa.exc.SQLAlchemyError as exc:
+        context.log.warning(f"{asset_key.to_user_string()} of race {race_id}: stored, but no materialization "
+                            f"recorded: the race database could not be read back ({exc.__class__.__name__})")
+        return
     description = f"{what}: race {race.race_number} at {race.meeting_name}" if race is not None else what
     event = race_materialization(asset_key, race, description, metadata) if race is not None else None
     log_materialization(context, event, f"{asset_key.to_user_string()} of race {race_id}")

@@ -95,3 +95,14 @@ def test_a_failed_fetch_records_no_materialization(pg_instance, race_db) -> None
         result = _run("t60", race.race_id, pg_instance, server, race_db)
     assert not result.success
     assert _materializations(pg_instance, ODDS_T60) == []
+
+
+@pytest.mark.integration
+def test_an_unreadable_race_database_costs_the_catalog_event_not_the_run() -> None:
+    from racing_orchestration.checkpoints.jobs import _record_stored
+    from racing_orchestration.race_db.resource import RaceDatabase
+
+    unreachable = RaceDatabase(url="postgresql+psycopg2://nobody@127.0.0.1:9/none")
+    with dg.build_op_context() as context:
+        _record_stored(context, unreachable, ODDS_T60, "R1", "T-60 odds snapshot", {})  # logs, does not raise
+        assert context.get_events() == []
