@@ -39,9 +39,6 @@ from racing_orchestration.race_data.catalog import GROUP, racing_days
 from racing_orchestration.race_data.freshness import RACE_CARDS_FRESHNESS
 from racing_orchestration.race_db.resource import RaceDatabase
 
-# Kept for the modules and tests that knew the partitions by this name.
-race_card_partitions = racing_days
-
 
 class RaceCardConfig(dg.Config):
     """The launchpad's config of a race_cards materialization (mapped onto its steps)."""
