@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\nLocal stack is up:\n  Dagster UI      {stack.dagster_url}\n"
             f"  Simulated TAB   {stack.sim_base_url}\n"
+            f"  Parquet export  {stack.env['RACING_EXPORT_DIR']}\n"
             + (f"  Control API     {stack.api_url}/docs (INSECURE dev mode: no API key)\n" if "api" in stack.processes else "")
             + "Press Ctrl-C to stop everything.\n",
             flush=True,

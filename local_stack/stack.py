@@ -101,6 +101,7 @@ class LocalStack:
             "RACING_DATABASE_URL": os.environ.get("RACING_DATABASE_URL", urls["racing"]),
             "MAINTENANCE_DATABASE_URL": os.environ.get("MAINTENANCE_DATABASE_URL", urls["maintenance"]),
             "TAB_API_BASE_URL": self.sim_base_url,
+            "RACING_EXPORT_DIR": os.environ.get("RACING_EXPORT_DIR", str(opts.data_dir / "exports")),
             "DAGSTER_UI_URL": self.dagster_url,  # run links in the control API's /executions
             **opts.extra_env,
         }

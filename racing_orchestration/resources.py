@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from racing_orchestration.export.resource import RaceExportFolder
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.settings import racing_settings
 from racing_orchestration.tab.client import TabClient
@@ -20,4 +21,5 @@ def racing_resources() -> dict[str, dg.ConfigurableResource]:
         ),
         # The URL carries the database password: resolved at run time, never shown in the UI.
         "race_db": RaceDatabase(url=dg.EnvVar("RACING_DATABASE_URL")),
+        "race_export": RaceExportFolder(path=settings.racing_export_dir),
     }

@@ -17,6 +17,9 @@ from racing_orchestration.tab.client import DEFAULT_BASE_URL, DEFAULT_USER_AGENT
 # chain's shortest gap is 5 minutes and the run queue allows one run per race.
 DEFAULT_LAUNCH_AHEAD_SECONDS = 45.0
 MAX_LAUNCH_AHEAD_SECONDS = 180.0
+# Snapshots and results arrive every minute or two on a busy afternoon; the movers and the export are for analysts,
+# so one refresh every 5 minutes is up to date enough and costs ~12 runs an hour per day in play, not one per race.
+DEFAULT_DATA_REFRESH_SECONDS = 300
 
 
 class RacingSettings(SettingsBase):
@@ -29,6 +32,13 @@ class RacingSettings(SettingsBase):
         DEFAULT_LAUNCH_AHEAD_SECONDS, ge=0, le=MAX_LAUNCH_AHEAD_SECONDS,
         description="checkpoint runs are requested this long before their target and wait for it before calling TAB "
         "(covers the sensor interval, the run queue and the run worker's start)")
+    racing_data_refresh_seconds: int = Field(
+        DEFAULT_DATA_REFRESH_SECONDS, ge=30, le=3600,
+        description="how often the race_data_automation sensor brings a recent day's market_movers and export up to "
+        "date once new snapshots or results arrived (one run per day in play per interval, not one per race)")
+    racing_export_dir: str = Field(
+        "exports", description="folder the daily Parquet export is written to (one sub-folder per table; relative "
+        "paths are from the code location's working directory)")
 
 
 def launch_ahead() -> dt.timedelta:

@@ -19,14 +19,16 @@ def test_racing_orchestration_definitions_load(monkeypatch) -> None:
         assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
         assert schedule.execution_timezone == "Pacific/Auckland"
     for name in ("pre_race_t60_sensor", "pre_race_t15_sensor", "post_race_t5_sensor", "run_failure_alert",
-                 "partial_outcome_alert", "scheduled_job_freshness"):
+                 "partial_outcome_alert", "scheduled_job_freshness", "race_data_automation",
+                 "race_data_freshness_alert"):
         sensor = defs.resolve_sensor_def(name)
         assert sensor.default_status == dg.DefaultSensorStatus.RUNNING, name
         assert sensor.minimum_interval_seconds is None or sensor.minimum_interval_seconds <= 300, name
     for name in ("pre_race_t60_sensor", "pre_race_t15_sensor", "post_race_t5_sensor"):
         assert defs.resolve_sensor_def(name).minimum_interval_seconds <= 30  # race-time accuracy needs <= 30 s
-    for asset in ("race_cards", "market_movers"):
+    for asset in ("race_cards", "market_movers", "race_day_export", "racing_day"):
         assert defs.resolve_assets_def(asset).partitions_def is not None
+        assert defs.resolve_assets_def(asset).backfill_policy is not None or asset == "racing_day"
     assert dg.Definitions.validate_loadable(defs) is None
 
 

@@ -12,6 +12,7 @@ once and, beyond the sensors' grace, is tagged `racing/late=true`. Manual runs (
 import datetime as dt
 
 import dagster as dg
+import sqlalchemy as sa
 
 from racing_orchestration.checkpoints.fetch import (
     TAG_ATTEMPT,
@@ -35,6 +36,12 @@ from racing_orchestration.checkpoints.windows import (
     Wait,
     checkpoint_spec,
     fetch_target,
+)
+from racing_orchestration.race_data.catalog import (
+    ODDS_BY_CHECKPOINT,
+    RACE_RESULTS,
+    log_materialization,
+    race_materialization,
 )
 from racing_orchestration.race_db.checkpoints import await_next_attempt, reschedule_checkpoint
 from racing_orchestration.race_db.queries import race_row
@@ -219,6 +226,11 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
         **_timing(waited),
     }
     context.add_output_metadata(summary)
+    _record_stored(context, race_db, ODDS_BY_CHECKPOINT[spec.name], config.race_id,
+                   f"{spec.label} odds snapshot" + (" (race abandoned: no odds)" if event.is_abandoned else ""),
+                   {"status": event.race.status, "runners": len(event.runners), "scratched": scratched,
+                    "snapshot_rows": 0 if event.is_abandoned else len({r.runner_number for r in event.runners}),
+                    "snapshot_rows_written": stored, "abandoned": event.is_abandoned})
     return summary
 
 
@@ -264,6 +276,12 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
     summary = {"race_id": config.race_id, "status": status, "attempt": attempt, "results": len(event.results),
                "final_dividends": len(event.final_dividends()), "rows_written": results + dividends, **_timing(waited)}
     context.add_output_metadata(summary)
+    stored = ("Final results and dividends" if event.is_final else "race abandoned: no results"
+              if event.is_abandoned else f"provisional results ({status})")
+    _record_stored(context, race_db, RACE_RESULTS, config.race_id, f"post-race attempt {attempt}: {stored}",
+                   {"status": status, "final": event.is_final, "attempt": attempt, "results": len(event.results),
+                    "dividends": len(event.dividends), "final_dividends": len(event.final_dividends()),
+                    "rows_written": results + dividends})
     if event.is_abandoned:
         mark_ledger(race_db, config.race_id, "post", "abandoned", context.run_id, manual=manual)
         record_outcome(context, Outcome.SUCCESS, 1, 0)
@@ -281,6 +299,23 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
     record_outcome(context, Outcome.PARTIAL, 1 if event.results else 0, 1, error)
     mark_ledger(race_db, config.race_id, "post", "provisional", context.run_id, error[:500], manual=manual)
     return {**summary, "outcome": "provisional"}
+
+
+def _record_stored(context: dg.OpExecutionContext, race_db: RaceDatabase, asset_key: dg.AssetKey, race_id: str,
+                   what: str, metadata: dict) -> None:
+    """A materialization of the race's racing day recording what this run stored (the catalog's view of it). The data
+    and the ledger are stored by now: a race database that cannot be read back costs the catalog event, said in the
+    run's log, never the run."""
+    try:
+        with race_db.connect() as conn:
+            race = race_row(conn, race_id)
+    except sa.exc.SQLAlchemyError as exc:
+        context.log.warning(f"{asset_key.to_user_string()} of race {race_id}: stored, but no materialization "
+                            f"recorded: the race database could not be read back ({exc.__class__.__name__})")
+        return
+    description = f"{what}: race {race.race_number} at {race.meeting_name}" if race is not None else what
+    event = race_materialization(asset_key, race, description, metadata) if race is not None else None
+    log_materialization(context, event, f"{asset_key.to_user_string()} of race {race_id}")
 
 
 def _await_final(context: dg.OpExecutionContext, race_db: RaceDatabase, config: PostRaceConfig, why: str,

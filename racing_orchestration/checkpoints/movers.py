@@ -6,8 +6,11 @@ import dagster as dg
 import pandas as pd
 import sqlalchemy as sa
 
+from orchestration_core.run_outcome import Outcome, record_outcome
 from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame
-from racing_orchestration.ingestion.race_cards import race_card_partitions
+from racing_orchestration.race_data.automation import recent_day_data_arrived
+from racing_orchestration.race_data.catalog import GROUP, ODDS_T15, ODDS_T60, RACE_RESULTS, racing_days
+from racing_orchestration.race_data.freshness import DAILY_DERIVED_FRESHNESS
 from racing_orchestration.race_db import schema
 from racing_orchestration.race_db.movers import upsert_market_movers
 from racing_orchestration.race_db.resource import RaceDatabase
@@ -29,26 +32,37 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> tuple[pd.DataFrame, pd.Dat
 
 
 @dg.asset(
-    partitions_def=race_card_partitions,
-    group_name="racing",
+    partitions_def=racing_days,
+    deps=[ODDS_T60, ODDS_T15, RACE_RESULTS],
+    group_name=GROUP,
     kinds={"pandas", "postgres"},
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    automation_condition=recent_day_data_arrived(),
+    freshness_policy=DAILY_DERIVED_FRESHNESS,
     description="Per runner the fixed-win price at T-60 and T-15, the finish and the move in percent; the day's "
-    "biggest movers in the metadata. Written to the market_movers table.",
+    "biggest movers in the metadata. Written to the market_movers table. Kept up to date for recent days by the "
+    "race_data_automation sensor as snapshots and results arrive.",
 )
-def market_movers(context: dg.AssetExecutionContext, race_db: RaceDatabase) -> dg.MaterializeResult:
-    day = dt.date.fromisoformat(context.partition_key)
-    with race_db.connect() as conn:
-        odds, results, races = _day_frames(conn, day)
-    frame = market_movers_frame(odds, results, races)
-    with race_db.begin() as conn:
-        written = upsert_market_movers(conn, frame.to_dict("records"), dt.datetime.now(dt.UTC))
-    top = biggest_movers(frame)
-    return dg.MaterializeResult(
-        metadata={
-            "runners": len(frame),
-            "races": int(frame["race_id"].nunique()) if len(frame) else 0,
-            "rows_written": written,
-            "with_result": int(frame["finish_position"].notna().sum()) if len(frame) else 0,
-            "biggest_movers": dg.MetadataValue.md(top.to_markdown(index=False) if len(top) else "_no moves yet_"),
-        }
-    )
+def market_movers(context: dg.AssetExecutionContext, race_db: RaceDatabase) -> None:
+    written_total = 0
+    for key in context.partition_keys:
+        day = dt.date.fromisoformat(key)
+        with race_db.connect() as conn:
+            odds, results, races = _day_frames(conn, day)
+        frame = market_movers_frame(odds, results, races)
+        with race_db.begin() as conn:
+            written = upsert_market_movers(conn, frame.to_dict("records"), dt.datetime.now(dt.UTC))
+        written_total += written
+        top = biggest_movers(frame)
+        context.add_asset_metadata(
+            {
+                "runners": len(frame),
+                "races": int(frame["race_id"].nunique()) if len(frame) else 0,
+                "rows_written": written,
+                "with_result": int(frame["finish_position"].notna().sum()) if len(frame) else 0,
+                "biggest_movers": dg.MetadataValue.md(top.to_markdown(index=False) if len(top) else "_no moves yet_"),
+            },
+            partition_key=key,
+        )
+    record_outcome(context.op_execution_context, Outcome.SUCCESS, len(context.partition_keys), 0)
+    context.log.info(f"market movers of {len(context.partition_keys)} racing day(s): {written_total} rows written")

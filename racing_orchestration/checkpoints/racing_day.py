@@ -21,7 +21,7 @@ import dagster as dg
 
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.checkpoints import sensors
-from racing_orchestration.ingestion.race_cards import race_card_partitions, race_cards
+from racing_orchestration.race_data.catalog import ODDS_T15, ODDS_T60, RACE_CARDS, RACE_RESULTS, racing_days
 from racing_orchestration.race_db.completeness import (
     PRE_RACE_CHECKPOINTS,
     RESULTS,
@@ -78,8 +78,8 @@ def check_result(name: str, figure: Figure, day: str, what: str) -> dg.AssetChec
 
 
 @dg.asset(
-    partitions_def=race_card_partitions,
-    deps=[race_cards],
+    partitions_def=racing_days,
+    deps=[RACE_CARDS, ODDS_T60, ODDS_T15, RACE_RESULTS],
     group_name="racing",
     kinds={"postgres"},
     check_specs=[
@@ -116,7 +116,7 @@ def racing_day(context: dg.AssetExecutionContext, race_db: RaceDatabase) -> dg.M
 racing_day_completeness = dg.define_asset_job(
     "racing_day_completeness",
     selection=dg.AssetSelection.assets(racing_day),  # its checks run in the same step
-    partitions_def=race_card_partitions,
+    partitions_def=racing_days,
     description="Records one racing day's completeness and runs its checks.",
 )
 

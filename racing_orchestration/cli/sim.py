@@ -28,6 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every API request")
     parser.add_argument("--events-latency-ms", type=float, default=0.0,
                         help="added to /events/{id} requests only (odds and results)")
+    parser.add_argument("--history-days", type=int, default=None, metavar="DAYS",
+                        help="serve /meetings only for the last DAYS days (older dates answer 404)")
     parser.add_argument("--fault-5xx", type=float, default=0.0, metavar="RATE")
     parser.add_argument("--fault-timeout", type=float, default=0.0, metavar="RATE")
     parser.add_argument("--fault-malformed", type=float, default=0.0, metavar="RATE")
@@ -43,7 +45,7 @@ def config_from_args(args: argparse.Namespace) -> SimFeedConfig:
         seed=args.seed, clock_offset_seconds=args.clock_offset, speed=args.speed,
         dense_every_minutes=args.dense_every, dense_races=args.dense_races, dense_lead_minutes=args.dense_lead,
         interim_after_seconds=args.interim_after, final_after_seconds=args.final_after, latency_ms=args.latency_ms,
-        events_latency_ms=args.events_latency_ms,
+        events_latency_ms=args.events_latency_ms, history_days=args.history_days,
         error_5xx_rate=args.fault_5xx, timeout_rate=args.fault_timeout, malformed_rate=args.fault_malformed,
         rate_limit_rate=args.fault_429,
     )

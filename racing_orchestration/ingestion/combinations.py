@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -32,6 +33,7 @@ class CombinationResult(NamedTuple):
     api_requests: int = 0
     attempts: int = 1
     error: str | None = None
+    http_status: int | None = None  # a failed combination's last HTTP status (None: no answer or a bad payload)
 
 
 def scrape_days(now: dt.datetime, timezone: str, days_ahead: int = 1) -> list[dt.date]:
@@ -48,6 +50,16 @@ def retries_when_empty(day: dt.date, now: dt.datetime, timezone: str) -> bool:
     and the day's card refreshes fetch it as "today". A past day's empty card (a backfill) will not fill either.
     """
     return day == now.astimezone(ZoneInfo(timezone)).date()
+
+
+def retries_after_error(day: dt.date, now: dt.datetime, timezone: str, transient: bool) -> bool:
+    """Whether a combination whose fetch failed is tried again (30 min later, while retries last).
+
+    Transient errors (5xx, 429, timeouts, malformed payloads) always are: TAB may be back by then. A 4xx answer (e.g.
+    404) for a day before today will not change: a backfill of days TAB no longer serves ends at once with the
+    reason, not after 90 minutes of retries. Today's and tomorrow's 4xx are retried as before.
+    """
+    return transient or day >= now.astimezone(ZoneInfo(timezone)).date()
 
 
 def plan_combinations(
@@ -115,3 +127,63 @@ def results_markdown(results: Sequence[CombinationResult]) -> str:
         lines.append(f"| {c.category} | {c.country} | {c.day} | {r.status} | {r.meetings} | {r.races} "
                      f"| {r.api_requests} | {r.attempts} | {error} |")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class DayOutcome:
+    """What a scrape stored for one racing day, over all its (category, country) combinations."""
+
+    day: dt.date
+    combinations: int
+    ok: int
+    empty: int
+    failed: int
+    meetings: int
+    races: int
+    api_requests: int
+    errors: tuple[str, ...] = ()
+    gone: bool = False  # every failed combination was answered with a 4xx (TAB refuses the day)
+
+    @property
+    def stored(self) -> bool:
+        return self.meetings > 0
+
+    def reason(self, today: dt.date) -> str | None:
+        """Why nothing was stored for the day (None when something was): one line a person can act on."""
+        if self.stored:
+            return None
+        label = "a past day" if self.day < today else "today" if self.day == today else "a day ahead"
+        if self.failed:
+            first = "; ".join(self.errors[:2])
+            if self.gone and self.day < today:
+                return (f"{self.day}: TAB no longer serves this day: {self.failed} of {self.combinations} "
+                        f"combinations were refused ({first})")
+            return f"{self.day}: nothing stored: {self.failed} of {self.combinations} combinations failed ({first})"
+        if self.day < today:
+            return (f"{self.day}: TAB listed no meetings in any of {self.combinations} combinations ({label}): "
+                    "a day TAB no longer serves, or one without racing")
+        return f"{self.day}: TAB lists no meetings yet in any of {self.combinations} combinations ({label})"
+
+
+def day_outcomes(results: Sequence[CombinationResult]) -> list[DayOutcome]:
+    """The results grouped by racing day, oldest first."""
+    by_day: dict[dt.date, list[CombinationResult]] = {}
+    for result in results:
+        by_day.setdefault(result.combination.day, []).append(result)
+    outcomes = []
+    for day in sorted(by_day):
+        group = sorted(by_day[day], key=lambda r: r.combination)
+        failed = [r for r in group if r.status == "failed"]
+        outcomes.append(DayOutcome(
+            day=day,
+            combinations=len(group),
+            ok=sum(r.status == "ok" for r in group),
+            empty=sum(r.status == "empty" for r in group),
+            failed=len(failed),
+            meetings=sum(r.meetings for r in group),
+            races=sum(r.races for r in group),
+            api_requests=sum(r.api_requests for r in group),
+            errors=tuple(dict.fromkeys(f"{r.combination.category}/{r.combination.country}: {r.error}" for r in failed)),
+            gone=bool(failed) and all(r.http_status is not None and 400 <= r.http_status < 500 for r in failed),
+        ))
+    return outcomes

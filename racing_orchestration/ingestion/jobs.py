@@ -3,6 +3,7 @@
 import datetime as dt
 
 import dagster as dg
+import sqlalchemy as sa
 
 from racing_orchestration.ingestion.combinations import (
     DEFAULT_CATEGORIES,
@@ -12,15 +13,17 @@ from racing_orchestration.ingestion.combinations import (
     parse_days,
     plan_combinations,
     results_markdown,
+    retries_after_error,
     retries_when_empty,
     scrape_days,
     summarize,
 )
+from racing_orchestration.ingestion.card_days import record_card_days
 from racing_orchestration.ingestion.scrape import scrape_combination_once
 from racing_orchestration.race_db.resource import RaceDatabase
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
 from orchestration_core.settings import racing_timezone
-from racing_orchestration.tab.client import TabApiError, TabClient
+from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError
 from racing_orchestration.tab.models import TabPayloadError
 from racing_orchestration.threaded_executor import threadpool_executor
 
@@ -78,12 +81,16 @@ def scrape_combination(
     try:
         result = scrape_combination_once(tab_client, race_db, combination, context.run_id)
     except (TabApiError, TabPayloadError) as exc:
-        if attempt < config.max_retries:
+        transient = isinstance(exc, (TabTransientError, TabPayloadError))
+        if attempt < config.max_retries and retries_after_error(combination.day, dt.datetime.now(dt.UTC),
+                                                                 racing_timezone(), transient):
             context.log.warning(f"{combination.key} failed (attempt {attempt + 1}): {exc}; "
                                 f"retrying in {config.retry_delay_seconds:.0f} s")
             raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=config.retry_delay_seconds) from exc
-        context.log.error(f"{combination.key} failed for good after {attempt + 1} attempts: {exc}")
-        result = CombinationResult(combination, "failed", attempts=attempt + 1, error=str(exc))
+        why = "for good" if attempt >= config.max_retries else "at once (a past day TAB refuses: not retried)"
+        context.log.error(f"{combination.key} failed {why} after {attempt + 1} attempts: {exc}")
+        result = CombinationResult(combination, "failed", attempts=attempt + 1, error=str(exc),
+                                   http_status=getattr(exc, "status_code", None))
     else:
         result = result._replace(attempts=attempt + 1)
         if (result.status == "empty" and config.retry_empty and attempt < config.max_retries
@@ -99,12 +106,17 @@ def scrape_combination(
     return result
 
 
-@dg.op(description="Record the run's outcome (success / partial / failed) and its counts in the audit trail.")
-def summarize_scrape(context: dg.OpExecutionContext, results: list[CombinationResult]) -> dict:
+@dg.op(description="Record the run's outcome (success / partial / failed) and its counts in the audit trail, and "
+                   "each racing day's stored card (race_cards materialization and card checks) in the asset catalog.")
+def summarize_scrape(context: dg.OpExecutionContext, results: list[CombinationResult], race_db: RaceDatabase) -> dict:
     summary = summarize(results)
     failed = [r for r in results if r.status == "failed"]
     error = "; ".join(f"{r.combination.key}: {r.error}" for r in failed) or None
     record_outcome(context, summary.outcome, summary.ok + summary.empty, summary.failed, error)
+    try:
+        record_card_days(context, results, race_db)
+    except sa.exc.SQLAlchemyError as exc:  # the cards are stored; only their checks could not be read back
+        context.log.error(f"race_cards checks not evaluated: the race database could not be read ({exc})")
     metadata = {**summary._asdict(), "outcome": summary.outcome.value,
                 "combinations_table": dg.MetadataValue.md(results_markdown(results))}
     context.add_output_metadata(metadata)

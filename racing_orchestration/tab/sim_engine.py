@@ -40,6 +40,9 @@ class SimFeedConfig:
     # Added to /events/{id} requests only (odds and results): keeps a checkpoint run mid-request for this long, so a
     # test can kill its worker there without slowing the morning scrape.
     events_latency_ms: float = 0.0
+    # How many days back /meetings still serves (None: every day). An older date_from answers 404, as a feed that
+    # has dropped its history would: the seam for backfills of days TAB no longer serves.
+    history_days: int | None = None
 
 
 @dataclass
@@ -252,6 +255,10 @@ class SimFeed:
             offset = int(query.get("offset") or 0)
         except ValueError as exc:
             return _json_response(400, error_envelope("Bad Request", target, now, str(exc), "BAD_REQUEST"))
+        if self.config.history_days is not None and first < today - dt.timedelta(days=self.config.history_days):
+            oldest = today - dt.timedelta(days=self.config.history_days)
+            return _json_response(404, error_envelope("Not Found", target, now, f"no meetings before {oldest}: "
+                                                      "past days are no longer available", "NOT_FOUND"))
         categories = {c.upper() for c in query.get("category", "").split(",") if c.strip()}
         countries = {c.upper() for c in query.get("country", "").split(",") if c.strip()}
         meetings: list[SimMeeting] = []

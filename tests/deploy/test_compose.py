@@ -280,11 +280,18 @@ def test_run_launcher_network_and_env_passthrough_match_the_daemon() -> None:
 
 
 def test_run_containers_mount_the_compose_volumes_by_their_fixed_names() -> None:
-    """Compute logs and the backup folders reach run containers only if the launcher's names match compose's."""
+    """Compute logs, the backup folders and the export reach run containers only if the launcher's names match
+    compose's."""
     instance_config = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())
     mounts = dict(v.split(":", 1) for v in instance_config["run_launcher"]["config"]["container_kwargs"]["volumes"])
     fixed_names = {key: spec["name"] for key, spec in COMPOSE["volumes"].items() if spec and "name" in spec}
-    assert set(mounts) == {fixed_names["compute-logs"], fixed_names["backup-sources"], fixed_names["backups"]}
+    assert set(mounts) == {fixed_names["compute-logs"], fixed_names["backup-sources"], fixed_names["backups"],
+                           fixed_names["exports"]}
+    # The export is written where RACING_EXPORT_DIR says, in the code server and every run container.
+    export_dir = SERVICES["code-racing"]["environment"]["RACING_EXPORT_DIR"]
+    assert mounts[fixed_names["exports"]] == export_dir
+    assert f"exports:{export_dir}" in SERVICES["code-racing"]["volumes"]
+    assert "RACING_EXPORT_DIR" in instance_config["run_launcher"]["config"]["env_vars"]
     compute_log_dir = instance_config["compute_logs"]["config"]["base_dir"]
     assert mounts[fixed_names["compute-logs"]] == compute_log_dir
     assert mounts[fixed_names["backup-sources"]] == "/data:ro"  # backups never write into what they read

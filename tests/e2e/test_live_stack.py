@@ -48,6 +48,8 @@ def stack(postgres_server_url: str):
     options = StackOptions(
         data_dir=data_dir, dagster_port=free_port(), sim_port=free_port(), api_port=free_port(),
         sim_args=DENSE_SIM_ARGS, postgres_url=postgres_server_url, api_key=API_KEY,
+        # The automation sensor's interval, shortened from 5 minutes so the derived data follows within the test.
+        extra_env={"RACING_DATA_REFRESH_SECONDS": "30"},
     )
     live = LocalStack(options)
     try:
@@ -107,6 +109,77 @@ def test_sensor_launches_a_pre_race_t15_run_on_its_own(stack, scrape_run_id) -> 
     [run, *_] = wait_for("a sensor-launched pre_race_t15 run to succeed", succeeded_t15, 300, interval=5)
     tags = tags_of(run)
     assert tags["racing/checkpoint"] == "t15" and tags["racing/race_id"]
+
+
+ASSET_EVENTS_QUERY = """
+query Materializations($key: AssetKeyInput!, $partitions: [String!]) {
+  assetOrError(assetKey: $key) {
+    __typename
+    ... on Asset { assetMaterializations(partitions: $partitions, limit: 50) { runId partition timestamp } }
+  }
+}
+"""
+
+
+def _materializations(stack, asset: str, partition: str | None = None) -> list[dict]:
+    """The asset's materializations (of one partition), newest first, as the UI's asset catalog reads them."""
+    variables = {"key": {"path": [asset]}, "partitions": [partition] if partition else None}
+    response = httpx.post(f"{stack.dagster_url}/graphql", timeout=30,
+                          json={"query": ASSET_EVENTS_QUERY, "variables": variables})
+    payload = response.json()["data"]["assetOrError"]
+    return payload.get("assetMaterializations", []) if payload["__typename"] == "Asset" else []
+
+
+def test_the_days_data_is_in_the_catalog_and_the_export_follows_without_a_click(stack, scrape_run_id) -> None:
+    import pandas as pd
+    import sqlalchemy as sa
+
+    # The dense card's racing day, materialized by the morning scrape run that stored it (tomorrow stays empty).
+    [day] = {m["partition"] for m in _materializations(stack, "race_cards") if m["runId"] == scrape_run_id}
+
+    def t15_snapshot():
+        return [m for m in _materializations(stack, "odds_t15", day)
+                if graphql_runs(stack.dagster_url, {"runIds": [m["runId"]]})[0]["jobName"] == "pre_race_t15"]
+
+    [snapshot, *_] = wait_for("a T-15 snapshot recorded in the catalog by its pre_race_t15 run", t15_snapshot, 300,
+                              interval=5)
+
+    def automated_after_the_snapshot(asset: str):
+        def probe():
+            later = [m for m in _materializations(stack, asset, day)
+                     if float(m["timestamp"]) > float(snapshot["timestamp"])]
+            runs = graphql_runs(stack.dagster_url, {"runIds": [m["runId"] for m in later]}) if later else []
+            return [r for r in runs if tags_of(r).get("dagster/sensor_name") == "race_data_automation"]
+        return probe
+
+    for asset in ("race_day_export", "market_movers"):  # nobody clicks: the automation sensor's runs
+        wait_for(f"{asset} brought up to date by race_data_automation", automated_after_the_snapshot(asset), 240,
+                 interval=5)
+
+    # The export catches up with the race database by itself: its T-15 odds become the database's, row for row.
+    path = Path(stack.env["RACING_EXPORT_DIR"]) / "odds" / f"odds_{day}.parquet"
+    engine = sa.create_engine(stack.env["RACING_DATABASE_URL"])
+
+    def export_matches_the_database():
+        with engine.connect() as conn:
+            stored = sorted(tuple(r) for r in conn.execute(sa.text(
+                "SELECT o.race_id, o.runner_number, o.fixed_win FROM odds_snapshots o JOIN races r USING (race_id) "
+                "JOIN meetings m USING (meeting_id) WHERE m.meeting_date = :d AND o.checkpoint = 't15'"), {"d": day}))
+        exported = pd.read_parquet(path) if path.exists() else pd.DataFrame(columns=["checkpoint"])
+        t15 = exported[exported["checkpoint"] == "t15"].astype(object).where(lambda f: f.notna(), None)
+        rows = sorted(t15[["race_id", "runner_number", "fixed_win"]].itertuples(index=False, name=None))
+        seen.update(database=len(stored), exported=len(rows), missing=sorted(set(stored) - set(rows))[:3],
+                    extra=sorted(set(rows) - set(stored))[:3])
+        return stored and rows == stored
+
+    seen: dict = {}
+
+    try:
+        wait_for("the export's T-15 odds to equal the race database's", export_matches_the_database, 240, interval=5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last comparison: {seen}") from None
+    finally:
+        engine.dispose()
 
 
 def test_rest_task_due_next_minute_runs_through_the_dispatcher(stack) -> None:

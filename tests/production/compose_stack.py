@@ -73,6 +73,7 @@ class ComposeStack:
         self.env_file = self.work_dir / "compose.env"
         self.backup_sources = self.work_dir / "backup-sources"
         self.backups = self.work_dir / "backups"
+        self.exports = self.work_dir / "exports"
         self.api_key = secrets.token_hex(16)
 
     # --- images ---------------------------------------------------------------------------------------------------
@@ -95,6 +96,8 @@ class ComposeStack:
         self.backup_sources.mkdir(exist_ok=True)
         self.backups.mkdir(exist_ok=True)
         os.chown(self.backups, IMAGE_USER_ID, IMAGE_USER_ID)  # run containers write archives as the image's user
+        self.exports.mkdir(exist_ok=True)
+        os.chown(self.exports, IMAGE_USER_ID, IMAGE_USER_ID)  # and the Parquet export
         gid = os.stat("/var/run/docker.sock").st_gid
         values = {
             "IMAGE_TAG": self.image_tag,
@@ -108,6 +111,7 @@ class ComposeStack:
             "TAB_API_BASE_URL": "http://tab-sim:8765/affiliates/v1/racing",
             "BACKUP_SOURCES_DIR": str(self.backup_sources),
             "BACKUPS_DIR": str(self.backups),
+            "EXPORTS_DIR": str(self.exports),
             "DAGSTER_UI_URL": DAGSTER_URL,
             "SIM_ARGS": " ".join(self.sim_args),
         }

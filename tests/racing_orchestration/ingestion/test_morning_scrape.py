@@ -190,3 +190,18 @@ def test_one_run_config_builder_serves_schedule_cli_and_runner(kwargs, expected)
     assert run_config == expected
     # The webserver validates a queued launch against the job's schema; the same check here keeps the builder honest.
     assert dg.validate_run_config(morning_scrape, run_config) is not None
+
+
+@pytest.mark.integration
+def test_a_past_day_tab_refuses_is_not_retried(pg_instance, race_db, tab_client, sim_feed) -> None:
+    sim_feed.feed.config.history_days = 30  # older days answer 404, as a feed that dropped its history
+    gone = DAY - dt.timedelta(days=400)
+    result = morning_scrape.execute_in_process(
+        run_config=_run_config([gone], countries=("NZ",), max_retries=3), instance=pg_instance,
+        resources={"tab_client": tab_client, "race_db": race_db}, raise_on_error=False,
+    )
+    assert not result.success  # every combination failed: the morning scrape's rule
+    assert [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"] == []
+    run = pg_instance.get_run_by_id(result.run_id)
+    assert run.tags[TAG_OUTCOME] == "failed" and "HTTP 404" in run.tags["racing/error"]
+    assert "no meetings before" in run.tags["racing/error"]

@@ -1,0 +1,48 @@
+"""`race_day_export`: each racing day's meetings, races, runners, T-60/T-15 odds, results and dividends as Parquet
+files for analysts (docs/race-data-export.md), kept up to date for recent days by the race_data_automation sensor."""
+
+import datetime as dt
+
+import dagster as dg
+
+from orchestration_core.run_outcome import Outcome, record_outcome
+from racing_orchestration.export.resource import RaceExportFolder
+from racing_orchestration.export.tables import EXPORT_TABLES
+from racing_orchestration.export.writer import export_day
+from racing_orchestration.race_data.automation import recent_day_data_arrived
+from racing_orchestration.race_data.catalog import GROUP, ODDS_T15, ODDS_T60, RACE_CARDS, RACE_RESULTS, racing_days
+from racing_orchestration.race_data.freshness import DAILY_DERIVED_FRESHNESS
+from racing_orchestration.race_db.resource import RaceDatabase
+
+
+@dg.asset(
+    partitions_def=racing_days,
+    deps=[RACE_CARDS, ODDS_T60, ODDS_T15, RACE_RESULTS],
+    group_name=GROUP,
+    kinds={"parquet"},
+    backfill_policy=dg.BackfillPolicy.single_run(),
+    automation_condition=recent_day_data_arrived(),
+    freshness_policy=DAILY_DERIVED_FRESHNESS,
+    description="The racing day's meetings, races, runners, T-60 and T-15 odds, results and dividends, one Parquet "
+    "file per table at RACING_EXPORT_DIR/<table>/<table>_<day>.parquet (schema: docs/race-data-export.md). "
+    "Re-exporting replaces the files atomically and leaves unchanged ones alone.",
+)
+def race_day_export(context: dg.AssetExecutionContext, race_db: RaceDatabase,
+                    race_export: RaceExportFolder) -> None:
+    root = race_export.root()
+    for key in context.partition_keys:
+        with race_db.connect() as conn:
+            export = export_day(conn, dt.date.fromisoformat(key), root)
+        context.add_asset_metadata(
+            {
+                **{f"{name}_rows": rows for name, rows in export.rows.items()},
+                "files_written": export.files_written,
+                "files_unchanged": len(export.tables) - export.files_written,
+                "seconds": round(export.seconds, 3),
+                "folder": dg.MetadataValue.path(str(root.resolve())),
+            },
+            partition_key=key,
+        )
+        context.log.info(f"exported {key}: " + ", ".join(f"{t.table} {t.rows}" for t in export.tables)
+                         + f" ({export.files_written} of {len(EXPORT_TABLES)} files changed, {export.seconds:.2f} s)")
+    record_outcome(context.op_execution_context, Outcome.SUCCESS, len(context.partition_keys), 0)

@@ -1,0 +1,149 @@
+"""Asset checks on a racing day's card (`race_cards`), evaluated from the race database after every stored card.
+
+- `card_not_empty`: once the day's scrape is done, the day has meetings and races. A day ahead is only checked once
+  something is stored for it (tomorrow's card is normally empty at 06:00).
+- `races_have_runners`: every race that has reached its T-60 (and is not abandoned) has runners. TAB's meetings list
+  carries no runners: they are stored from the race's own event, fetched at T-60 (and T-15, T+5), so a race past T-60
+  without runners means its T-60 run stored nothing. A day re-scraped by a backfill after it was raced, with no
+  checkpoint run, fails here: its races have no runners in the database (nor in its export).
+- `start_times_on_day`: every race starts within the racing day, read in RACING_TIMEZONE with the slack TAB's day
+  labels need: an overseas meeting is listed under TAB's day, so a US evening meeting of the 16th is on the 17th
+  (from ~04:30 NZ time) and a UK afternoon meeting of the 17th ends ~05:00 NZ time on the 18th; Perth's last
+  greyhound race starts ~02:30 NZ time the next day. A start outside [day 00:00 - 6 h, next day 00:00 + 12 h)
+  belongs to another day.
+
+The checks run in the step that stored the card (the morning scrape's and card refresh's summary step, the
+race_cards asset's record step), one evaluation per racing day, so a backfill over a range records each day's
+result under its own partition.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+import dagster as dg
+import sqlalchemy as sa
+
+from racing_orchestration.race_data.catalog import RACE_CARDS
+from racing_orchestration.race_db import schema
+from racing_orchestration.race_db.queries import local_day_bounds
+from racing_orchestration.tab.models import ABANDONED, status_is
+
+CARD_NOT_EMPTY = "card_not_empty"
+RACES_HAVE_RUNNERS = "races_have_runners"
+START_TIMES_ON_DAY = "start_times_on_day"
+RUNNERS_DUE_BEFORE_START = dt.timedelta(minutes=60)  # the T-60 checkpoint stores a race's runners
+STARTS_BEFORE_DAY = dt.timedelta(hours=6)
+STARTS_AFTER_DAY = dt.timedelta(hours=12)
+MAX_RACES_LISTED = 20
+
+CARD_CHECK_SPECS = [
+    dg.AssetCheckSpec(CARD_NOT_EMPTY, asset=RACE_CARDS,
+                      description="Once the day's scrape is done, the day has meetings and races."),
+    dg.AssetCheckSpec(RACES_HAVE_RUNNERS, asset=RACE_CARDS,
+                      description="Every race past its T-60 (and not abandoned) has runners: they are stored from "
+                      "the race's event at T-60."),
+    dg.AssetCheckSpec(START_TIMES_ON_DAY, asset=RACE_CARDS,
+                      description="Every race starts within the racing day (RACING_TIMEZONE, from 18:00 the evening "
+                      "before to 12:00 the day after, for overseas meetings listed under TAB's day)."),
+]
+
+
+@dataclass(frozen=True)
+class CardRace:
+    race_id: str
+    meeting: str
+    race_number: int
+    start_time: dt.datetime
+    status: str
+    runners: int
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    """What the race database holds for one racing day's card."""
+
+    day: dt.date
+    meetings: int
+    races: tuple[CardRace, ...]
+
+
+@dataclass(frozen=True)
+class CardCheck:
+    name: str
+    passed: bool
+    description: str
+    metadata: dict[str, object]
+
+
+def card_facts(conn: sa.Connection, day: dt.date) -> CardFacts:
+    """The day's meetings count and races with their runner counts (two queries)."""
+    meetings, races, runners = schema.meetings, schema.races, schema.runners
+    count = conn.execute(sa.select(sa.func.count()).select_from(meetings).where(meetings.c.meeting_date == day))
+    runner_count = (sa.select(sa.func.count()).select_from(runners)
+                    .where(runners.c.race_id == races.c.race_id).scalar_subquery())
+    query = (sa.select(races.c.race_id, meetings.c.name, races.c.race_number, races.c.start_time, races.c.status,
+                       runner_count.label("runners"))
+             .join(meetings, meetings.c.meeting_id == races.c.meeting_id)
+             .where(meetings.c.meeting_date == day)
+             .order_by(races.c.start_time, races.c.race_id))
+    rows = conn.execute(query).all()
+    return CardFacts(day, count.scalar_one(), tuple(CardRace(*row) for row in rows))
+
+
+def _race_list(races: list[CardRace], tz: str) -> str:
+    zone = ZoneInfo(tz)
+    lines = [f"- {r.meeting} R{r.race_number} ({r.race_id}), starts {r.start_time.astimezone(zone):%Y-%m-%d %H:%M}"
+             for r in races[:MAX_RACES_LISTED]]
+    more = [f"- (+{len(races) - MAX_RACES_LISTED} more)"] if len(races) > MAX_RACES_LISTED else []
+    return "\n".join(lines + more)
+
+
+def card_checks(facts: CardFacts, now: dt.datetime, tz: str) -> list[CardCheck]:
+    """The three checks of one day's card (pure)."""
+    day, races = facts.day, list(facts.races)
+    not_empty = CardCheck(
+        CARD_NOT_EMPTY, facts.meetings > 0 and len(races) > 0,
+        f"{day}: {facts.meetings} meetings, {len(races)} races" if races
+        else f"{day}: no races stored" + (f" under {facts.meetings} meetings" if facts.meetings else ""),
+        {"meetings": facts.meetings, "races": len(races)},
+    )
+    due = [r for r in races if r.start_time - RUNNERS_DUE_BEFORE_START <= now and not status_is(r.status, ABANDONED)]
+    without = [r for r in due if r.runners == 0]
+    runners_meta: dict[str, object] = {"races_past_t60": len(due), "races_without_runners": len(without)}
+    if without:
+        runners_meta["races"] = dg.MetadataValue.md(_race_list(without, tz))
+    runners = CardCheck(
+        RACES_HAVE_RUNNERS, not without,
+        f"{day}: {len(without)} of {len(due)} races past T-60 have no runners (no T-60 or later event stored)"
+        if without else f"{day}: all {len(due)} races past T-60 have runners" if due
+        else f"{day}: no race has reached T-60 yet",
+        runners_meta,
+    )
+    start, end = local_day_bounds(day, tz)
+    earliest, latest = start - STARTS_BEFORE_DAY, end + STARTS_AFTER_DAY
+    outside = [r for r in races if not earliest <= r.start_time < latest]
+    starts_meta: dict[str, object] = {"races_outside_day": len(outside),
+                                      "window_utc": f"{earliest:%Y-%m-%d %H:%M} to {latest:%Y-%m-%d %H:%M}"}
+    if outside:
+        starts_meta["races"] = dg.MetadataValue.md(_race_list(outside, tz))
+    starts = CardCheck(
+        START_TIMES_ON_DAY, not outside,
+        f"{day}: {len(outside)} of {len(races)} races start outside the racing day" if outside
+        else f"{day}: all {len(races)} races start within the racing day",
+        starts_meta,
+    )
+    return [not_empty, runners, starts]
+
+
+def check_evaluations(checks: list[CardCheck], day: dt.date) -> list[dg.AssetCheckEvaluation]:
+    """The checks as evaluations of the day's partition, recorded in the run's event log."""
+    return [
+        dg.AssetCheckEvaluation(
+            asset_key=RACE_CARDS, check_name=check.name, passed=check.passed, partition=day.isoformat(),
+            severity=dg.AssetCheckSeverity.ERROR, description=check.description, metadata=check.metadata,
+        )
+        for check in checks
+    ]

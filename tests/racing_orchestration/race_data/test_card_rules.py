@@ -1,0 +1,118 @@
+"""Pure rules of the stored cards: per-day outcomes and their reasons, which failed combinations are retried, and the
+three card checks."""
+
+import datetime as dt
+
+import pytest
+
+from racing_orchestration.ingestion.combinations import (
+    CombinationResult,
+    ScrapeCombination,
+    day_outcomes,
+    retries_after_error,
+)
+from racing_orchestration.race_data.card_checks import CardFacts, CardRace, card_checks
+
+pytestmark = pytest.mark.unit
+
+TODAY = dt.date(2026, 11, 29)
+NOON_NZ = dt.datetime(2026, 11, 28, 23, 0, tzinfo=dt.UTC)  # 12:00 on TODAY in Pacific/Auckland (NZDT)
+TZ = "Pacific/Auckland"
+
+
+def _result(day: dt.date, status: str, country: str = "NZ", meetings: int = 0, http_status: int | None = None,
+            error: str | None = None) -> CombinationResult:
+    return CombinationResult(ScrapeCombination("T", country, day), status, meetings=meetings, races=meetings * 8,
+                             api_requests=1, error=error, http_status=http_status)
+
+
+@pytest.mark.parametrize(
+    ("day", "transient", "retried"),
+    [
+        (TODAY - dt.timedelta(days=1), False, False),  # a past day TAB refuses with a 4xx: it will not come back
+        (TODAY - dt.timedelta(days=1), True, True),  # a 503 on a past day may clear in 30 minutes
+        (TODAY, False, True),  # today's and tomorrow's 4xx keep the morning scrape's retries
+        (TODAY + dt.timedelta(days=1), False, True),
+    ],
+)
+def test_which_failed_combinations_are_retried(day, transient, retried) -> None:
+    assert retries_after_error(day, NOON_NZ, TZ, transient) is retried
+
+
+def test_day_outcomes_group_by_day_and_count_what_was_stored() -> None:
+    past = TODAY - dt.timedelta(days=2)
+    outcomes = day_outcomes([
+        _result(TODAY, "ok", meetings=3), _result(TODAY, "failed", "AUS", http_status=503, error="HTTP 503"),
+        _result(past, "failed", http_status=404, error="HTTP 404 gone"),
+        _result(past, "failed", "AUS", http_status=404, error="HTTP 404 gone"),
+    ])
+    assert [o.day for o in outcomes] == [past, TODAY]
+    gone, today = outcomes
+    assert (today.stored, today.ok, today.failed, today.meetings, today.races) == (True, 1, 1, 3, 24)
+    assert today.reason(TODAY) is None
+    assert (gone.stored, gone.gone, gone.failed) == (False, True, 2)
+    assert gone.reason(TODAY).startswith(f"{past}: TAB no longer serves this day: 2 of 2 combinations were refused")
+
+
+@pytest.mark.parametrize(
+    ("day", "results", "reason"),
+    [
+        (TODAY - dt.timedelta(days=3), [("empty", None)],
+         "TAB listed no meetings in any of 1 combinations (a past day)"),
+        (TODAY, [("empty", None)], "TAB lists no meetings yet in any of 1 combinations (today)"),
+        (TODAY - dt.timedelta(days=3), [("failed", 503)], "nothing stored: 1 of 1 combinations failed"),
+        (TODAY - dt.timedelta(days=3), [("failed", 404), ("failed", 503)], "nothing stored: 2 of 2"),
+        (TODAY, [("failed", 404)], "nothing stored: 1 of 1 combinations failed"),  # today's 4xx is not "gone"
+    ],
+)
+def test_a_day_that_stored_nothing_says_why(day, results, reason) -> None:
+    [outcome] = day_outcomes([_result(day, status, country, http_status=code, error=f"HTTP {code}" if code else None)
+                              for (status, code), country in zip(results, ("NZ", "AUS"), strict=False)])
+    assert not outcome.stored and reason in outcome.reason(TODAY)
+
+
+def _race(n: int, start: dt.datetime, runners: int = 8, status: str = "Open") -> CardRace:
+    return CardRace(f"r{n}", "Ellerslie", n, start, status, runners)
+
+
+def _checks(facts: CardFacts, now: dt.datetime = NOON_NZ) -> dict[str, tuple[bool, str]]:
+    return {c.name: (c.passed, c.description) for c in card_checks(facts, now, TZ)}
+
+
+def test_an_empty_card_fails_card_not_empty() -> None:
+    checks = _checks(CardFacts(TODAY, 0, ()))
+    assert checks["card_not_empty"] == (False, f"{TODAY}: no races stored")
+    assert checks["races_have_runners"][0] and checks["start_times_on_day"][0]
+    assert _checks(CardFacts(TODAY, 2, ()))["card_not_empty"] == (False, f"{TODAY}: no races stored under 2 meetings")
+
+
+@pytest.mark.parametrize(
+    ("minutes_to_start", "runners", "status", "passed"),
+    [
+        (61, 0, "Open", True),  # before T-60: runners are not stored yet
+        (59, 0, "Open", False),  # past T-60 with no runners: its T-60 run stored nothing
+        (59, 9, "Open", True),
+        (-30, 0, "Abandoned", True),  # an abandoned race gets no checkpoints
+        (-30, 0, "Final", False),
+    ],
+)
+def test_races_past_t60_have_runners(minutes_to_start, runners, status, passed) -> None:
+    race = _race(1, NOON_NZ + dt.timedelta(minutes=minutes_to_start), runners, status)
+    assert _checks(CardFacts(TODAY, 1, (race,)))["races_have_runners"][0] is passed
+
+
+@pytest.mark.parametrize(
+    ("start_utc", "passed"),
+    [
+        (dt.datetime(2026, 11, 28, 11, 0), True),  # 00:00 NZ on the day
+        (dt.datetime(2026, 11, 28, 5, 0), True),  # 18:00 NZ the evening before: a US meeting listed under TAB's day
+        (dt.datetime(2026, 11, 28, 4, 59), False),
+        (dt.datetime(2026, 11, 29, 22, 59), True),  # 11:59 NZ the next day: a UK evening meeting
+        (dt.datetime(2026, 11, 29, 23, 0), False),  # 12:00 NZ the next day belongs to that day
+        (dt.datetime(2026, 12, 5, 1, 0), False),
+    ],
+)
+def test_start_times_are_on_the_racing_day(start_utc, passed) -> None:
+    race = _race(1, start_utc.replace(tzinfo=dt.UTC), status="Final")
+    passed_, description = _checks(CardFacts(TODAY, 1, (race,)))["start_times_on_day"]
+    assert passed_ is passed, description
