@@ -28,7 +28,8 @@ from tests.task_rows import task_data
 pytestmark = pytest.mark.integration
 S = dg.DagsterRunStatus
 NOW = dt.datetime.now(dt.UTC)
-TASK_TAGS = {"maintenance/task": "pinger", "maintenance/service": "scheduler", "maintenance/executor": "example_executor",
+TASK_TAGS = {"maintenance/task": "pinger", "maintenance/service": "scheduler",
+             "maintenance/executor": "example_executor",
              "maintenance/triggered_by": "manual", "maintenance/priority": "40", "orchestration/kind": "maintenance"}
 
 

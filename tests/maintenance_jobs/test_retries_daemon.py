@@ -125,7 +125,8 @@ def test_retries_with_the_local_launcher(tmp_path: Path, daemon_home: Path, pg_i
                 break
             time.sleep(3)
         else:
-            recorded = [(r.task_name, r.status) for t in ("flaky_once", "always_broken") for r in history_rows(engine, t)]
+            recorded = [(r.task_name, r.status) for t in ("flaky_once", "always_broken")
+                        for r in history_rows(engine, t)]
             raise AssertionError(f"attempts not all recorded within {TIMEOUT} s: {recorded}\n"
                                  + log_path.read_text()[-4000:])
         time.sleep(20)  # a fourth attempt would be created within seconds of the third failure
