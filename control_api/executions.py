@@ -104,9 +104,12 @@ def _live_side(instance: dg.DagsterInstance, conn: sa.Connection, query: Executi
         rows = live_rows(instance, selection, mark, before, need)
         seen |= {row.run_id for row in rows}
         recorded = store.rows_for_runs(conn, [row.run_id for row in rows])
+        live = [item_from_run(row, ui_url) for row in rows if row.run_id not in recorded]
+        ids = store.task_ids(conn, [item.task_name for item in live])  # a live run's task as it is now
+        live_by_id = {item.run_id: item.model_copy(update={"task_id": ids.get(item.task_name)}) for item in live}
         for row in rows:
             history = recorded.get(row.run_id)
-            item = item_from_history(history, ui_url, True) if history else item_from_run(row, ui_url)
+            item = item_from_history(history, ui_url, True) if history else live_by_id[row.run_id]
             # The exact status (a recorded timeout, a failure tagged timeout) after the indexed Dagster-status filter.
             if query.status is None or item.status == query.status:
                 items.append(item)

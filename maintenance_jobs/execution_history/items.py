@@ -49,7 +49,8 @@ class ExecutionItem(BaseModel):
 
     id: int = Field(description="stable id of the execution (the same while its run is live and once recorded)")
     run_id: str
-    task_id: int | None = Field(description="the registry task's id when the run ended (null: no such task then)")
+    task_id: int | None = Field(description="the registry task's id (when the run ended, once recorded); null when "
+                                "no task of that name exists")
     task_name: str
     service: str | None
     executor: str | None

@@ -65,6 +65,15 @@ def recorded_run_ids(conn: sa.Connection, run_ids: Iterable[str]) -> set[str]:
     return found
 
 
+def task_ids(conn: sa.Connection, task_names: Iterable[str]) -> dict[str, int]:
+    """The registry ids of the tasks with these names (those that exist)."""
+    names = sorted(set(task_names))
+    if not names:
+        return {}
+    c = scheduled_tasks.c
+    return dict(conn.execute(sa.select(c.task_name, c.id).where(c.task_name.in_(names))).all())
+
+
 def recorded_through(conn: sa.Connection) -> dt.datetime | None:
     value = conn.execute(sa.select(registry_meta.c.value).where(registry_meta.c.key == RECORDED_THROUGH_KEY)).scalar()
     return dt.datetime.fromisoformat(value) if value else None
@@ -72,12 +81,12 @@ def recorded_through(conn: sa.Connection) -> dt.datetime | None:
 
 def advance_recorded_through(engine: sa.Engine, moment: dt.datetime) -> None:
     """Move the mark forward to `moment` (never back: two backfill passes may race)."""
-    value = moment.astimezone(dt.UTC).isoformat()
+    # One fixed format (microseconds always written), so the strings order like the instants they name.
+    value = moment.astimezone(dt.UTC).isoformat(timespec="microseconds")
     statement = insert(registry_meta).values(key=RECORDED_THROUGH_KEY, value=value)
     statement = statement.on_conflict_do_update(
         index_elements=[registry_meta.c.key],
         set_={"value": value, "updated_at": sa.func.now()},
-        # ISO-8601 UTC strings of one format order like the instants they name.
         where=registry_meta.c.value < value,
     )
     with engine.begin() as conn:

@@ -127,7 +127,8 @@ def _runs(instance: dg.DagsterInstance | None, conn: sa.Connection, task: Task, 
             for run in page:
                 live_ids.add(run.run_id)
                 history = recorded.get(run.run_id)
-                items[run.run_id] = item_from_history(history, ui_url, True) if history else item_from_run(run, ui_url)
+                items[run.run_id] = (item_from_history(history, ui_url, True) if history else
+                                     item_from_run(run, ui_url).model_copy(update={"task_id": task.id}))
             if len(page) < _LIVE_PAGE:
                 break
             before = page[-1].key
