@@ -207,3 +207,41 @@ def test_metadata_too_large_keeps_its_keys(registry_engine: sa.Engine) -> None:
                             "n": dg.MetadataValue.int(2), "ok": True})
     assert small == {"sources": [{"name": "a"}], "path": "/x", "n": 2, "ok": True}
     assert len(json.dumps(small)) < MAX_METADATA_BYTES
+
+
+def test_migration_0002_downgrades_cleanly(fresh_database_url: str) -> None:
+    upgrade(fresh_database_url)
+    from alembic import command
+
+    from maintenance_jobs.database.migrate import alembic_config
+
+    engine = sa.create_engine(fresh_database_url)
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0001")
+    inspector = sa.inspect(engine)
+    assert not {"task_executions", "dispatch_skips"} & set(inspector.get_table_names())
+    assert "retry_count" not in {c["name"] for c in inspector.get_columns("scheduled_tasks")}
+    engine.dispose()
+    upgrade(fresh_database_url)
+    assert current_revision(fresh_database_url) == "0002"
+
+
+def test_history_cli_errors_and_json(registry_url: str, registry_engine: sa.Engine, pg_instance: dg.DagsterInstance,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from maintenance_jobs.cli import main as maintenance_cli
+
+    assert maintenance_cli(["--database-url", registry_url, "history", "nothing"]) == 2
+    assert "task 'nothing' not found" in capsys.readouterr().err
+    create_task(registry_engine, task_data("pinger", minute=0))  # hourly at :00
+    assert maintenance_cli(["--database-url", registry_url, "history", "pinger", "--since", "yesterday"]) == 2
+    assert "use 30d" in capsys.readouterr().err
+    assert maintenance_cli(["--database-url", registry_url, "history", "pinger", "--since", "200d"]) == 2
+    assert "over 100 days" in capsys.readouterr().err
+    record = ping(pg_instance)  # a manual run: not for an expected minute
+    record_run(pg_instance, record, registry_engine)
+    assert maintenance_cli(["--database-url", registry_url, "history", "pinger", "--since", "2h", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert [i["run_id"] for i in answer["other_runs"]] == [record.dagster_run.run_id]
+    assert answer["live_runs_included"] and answer["schedule"] == "0 * * * *"
+    assert maintenance_cli(["--database-url", registry_url, "history", "pinger", "--since", "2h"]) == 0
+    assert "runs not for an expected minute:" in capsys.readouterr().out
