@@ -102,7 +102,8 @@ def history_of_task(
     engine = state.prepared_registry()
     task = tasks_registry.get_task(engine, task_name)
     now = dt.datetime.now(dt.UTC)
-    until = bounded(until, "until") if until else now
-    since = bounded(since, "since") if since else until - dt.timedelta(days=DEFAULT_TASK_HISTORY_DAYS)
+    since = bounded(since, "since") if since else None
+    until = bounded(until, "until") if until else max(now, since or now)  # a future `since` alone: an empty range
+    since = since or until - dt.timedelta(days=DEFAULT_TASK_HISTORY_DAYS)
     return task_history(engine, state.instance, task, since, until, now, maintenance_timezone(),
                         state.settings.dagster_ui_url)

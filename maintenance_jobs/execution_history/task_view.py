@@ -142,11 +142,11 @@ def _runs(instance: dg.DagsterInstance | None, conn: sa.Connection, task: Task, 
 def task_history(registry: sa.Engine, instance: dg.DagsterInstance | None, task: Task, since: dt.datetime,
                  until: dt.datetime, now: dt.datetime, timezone: str, ui_url: str) -> TaskHistory:
     """The task's expected runs in [since, until) (until at most now) with their attempts; see the module doc."""
-    until = min(until, now)
-    if since >= until:
-        raise InvalidRange("since must be before until (and before now)")
+    if since > until:
+        raise InvalidRange("since must not be after until")
     if until - since > MAX_RANGE:
         raise InvalidRange(f"the range is over {MAX_RANGE.days} days: ask for a shorter one")
+    until = max(since, min(until, now))  # nothing is expected after now (a range in the future is empty)
     start = max(since, task.created_at)
     # A disabled task expects nothing after its last change (when it was disabled at the latest).
     end = until if task.enabled else min(until, task.updated_at)

@@ -223,6 +223,8 @@ def test_task_history_answers_its_errors(api: RunningApi) -> None:
         reversed_range = client.get("/tasks/every_minute/history", params={"since": "2030-01-02T00:00:00Z",
                                                                          "until": "2030-01-01T00:00:00Z"})
         assert reversed_range.status_code == 422 and reversed_range.json()["field"] == "since"
+        future = client.get("/tasks/every_minute/history", params={"since": "2099-01-01T00:00:00Z"})
+        assert future.status_code == 200 and future.json()["expected_runs"] == []  # nothing expected after now
         history = client.get("/tasks/every_minute/history").json()  # created just now: nothing expected yet
     assert history["counts"]["expected"] <= 1 and history["schedule"] == "* * * * *"
     assert history["live_runs_included"] and history["enabled"]
