@@ -245,3 +245,26 @@ def test_history_cli_errors_and_json(registry_url: str, registry_engine: sa.Engi
     assert answer["live_runs_included"] and answer["schedule"] == "0 * * * *"
     assert maintenance_cli(["--database-url", registry_url, "history", "pinger", "--since", "2h"]) == 0
     assert "runs not for an expected minute:" in capsys.readouterr().out
+
+
+def test_the_backfill_sensor_fails_its_tick_when_a_run_cannot_be_recorded(
+    registry_resource: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from maintenance_jobs.execution_history import recorder
+    from maintenance_jobs.sensors import maintenance_history_backfill
+
+    good, bad = ping(pg_instance), ping(pg_instance)
+    real = recorder.summarize
+
+    def summarize_or_fail(instance, record):
+        if record.dagster_run.run_id == bad.dagster_run.run_id:
+            raise ValueError("unreadable run")
+        return real(instance, record)
+
+    monkeypatch.setattr(recorder, "summarize", summarize_or_fail)
+    context = dg.build_sensor_context(instance=pg_instance, resources={"maintenance_registry": registry_resource})
+    with pytest.raises(RuntimeError, match=f"{bad.dagster_run.run_id}: ValueError: unreadable run"):
+        maintenance_history_backfill(context)
+    assert set(rows(registry_resource.engine())) == {good.dagster_run.run_id}  # the others are recorded
+    monkeypatch.setattr(recorder, "summarize", real)
+    assert "recorded 1 ended runs" in maintenance_history_backfill(context).skip_message
