@@ -57,6 +57,14 @@ def write_summary(engine: sa.Engine, summary: ExecutionSummary) -> int:
     return stored
 
 
+def amend_error(engine: sa.Engine, run_id: str, error: str) -> bool:
+    """Replace a recorded run's error with what the run guard later decided about it (the run was lost to an
+    infrastructure failure and re-launched, superseded or reported); False when the run is not recorded yet (its
+    summary will carry the run's error tag, which says the same)."""
+    with engine.begin() as conn:
+        return conn.execute(task_executions.update().where(T.run_id == run_id).values(error=error)).rowcount > 0
+
+
 def recorded_run_ids(conn: sa.Connection, run_ids: Iterable[str]) -> set[str]:
     ids = list(run_ids)
     found: set[str] = set()

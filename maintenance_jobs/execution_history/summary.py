@@ -11,7 +11,6 @@ from typing import Any
 import dagster as dg
 from pydantic import BaseModel
 
-from maintenance_jobs.lost_runs import MAX_RUNTIME_MARKER
 from maintenance_jobs.tags import (
     TAG_EXECUTOR,
     TAG_OUTPUT,
@@ -23,6 +22,8 @@ from maintenance_jobs.tags import (
 )
 from orchestration_core.run_outcome import TAG_ERROR
 
+# run monitoring's message when it cancels a run for exceeding dagster/max_runtime (the registry's `timeout`)
+MAX_RUNTIME_MARKER = "exceeding maximum runtime"
 TAG_RETRY_NUMBER = "dagster/retry_number"
 TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 # The op's metadata is kept whole up to this size as JSON; a bigger one keeps its keys and a note (a run's metadata

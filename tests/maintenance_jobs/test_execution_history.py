@@ -268,3 +268,24 @@ def test_the_backfill_sensor_fails_its_tick_when_a_run_cannot_be_recorded(
     assert set(rows(registry_resource.engine())) == {good.dagster_run.run_id}  # the others are recorded
     monkeypatch.setattr(recorder, "summarize", real)
     assert "recorded 1 ended runs" in maintenance_history_backfill(context).skip_message
+
+
+def test_the_run_guards_verdict_reaches_the_recorded_summary(
+    registry_resource: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance
+) -> None:
+    """A run that died before its op started is recorded as it ends; the guard's later verdict (re-launched) is what
+    its history row's error then says, as /executions showed it when it read the run's tags."""
+    from maintenance_jobs.lost_runs import guard_tick
+    from orchestration_core.audit.alert_webhook import AlertWebhook
+
+    engine = registry_resource.engine()
+    create_task(engine, task_data("pinger"))
+    run = create_run_for_test(pg_instance, job_name="example_executor", tags=TASK_TAGS, status=S.STARTING)
+    pg_instance.report_run_failed(pg_instance.get_run_by_id(run.run_id))
+    record_run(pg_instance, pg_instance.get_run_record_by_id(run.run_id), engine)  # the status sensor, at once
+    assert rows(engine)[run.run_id].error != pg_instance.get_run_by_id(run.run_id).tags.get("racing/error")
+    tick = guard_tick(pg_instance, engine, AlertWebhook(url=""), dt.datetime.now(dt.UTC))
+    assert [r.run_key for r in tick.requests] == [f"pinger:relaunch:{run.run_id}"]
+    error = rows(engine)[run.run_id].error
+    assert "died before its op started" in error and "requested as pinger:relaunch:" in error
+    assert error == pg_instance.get_run_by_id(run.run_id).tags["racing/error"]
