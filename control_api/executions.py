@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
+import time
 from dataclasses import dataclass
 
 import dagster as dg
@@ -47,6 +49,32 @@ _CURSOR = re.compile(r"(?P<run_id>[A-Za-z0-9_-]{1,255}):(?P<created>[0-9]{1,17})
 CURSOR_PATTERN = "^[A-Za-z0-9_-]{1,255}:[0-9]{1,17}$"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
+
+
+class RecordedThroughCache:
+    """The registry's recorded-through mark, read at most every `seconds` per process and URL. Safe to serve stale: the
+    mark only moves forward, and an older one only widens the run-storage side (by the runs ended since)."""
+
+    def __init__(self, seconds: float = 5.0, clock=time.monotonic) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._marks: dict[str, tuple[float, dt.datetime | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, conn: sa.Connection) -> dt.datetime | None:
+        key = str(conn.engine.url)
+        with self._lock:
+            cached = self._marks.get(key)
+        if cached is not None and self._clock() - cached[0] < self.seconds:
+            return cached[1]
+        read_at = self._clock()
+        mark = store.recorded_through(conn)
+        with self._lock:
+            self._marks[key] = (read_at, mark)
+        return mark
+
+
+RECORDED_THROUGH = RecordedThroughCache()
 
 
 class CursorError(ValueError):
@@ -128,7 +156,7 @@ def list_executions(instance: dg.DagsterInstance, registry: sa.Engine, query: Ex
         before = (created, run_id)
     need = query.limit + 1
     with registry.connect() as conn:
-        mark = store.recorded_through(conn)
+        mark = RECORDED_THROUGH.get(conn)
         live, existing = _live_side(instance, conn, query, mark, before, ui_url, need)
         history_rows = store.newest_rows(conn, query.history_filter(), before, need)
     unknown = [row.run_id for row in history_rows if row.run_id not in existing]
