@@ -27,6 +27,7 @@ from control_api.openapi_errors import add_error_responses
 from control_api.routes.executions import router as executions_router
 from control_api.routes.status import router as status_router
 from control_api.routes.tasks import router as tasks_router
+from maintenance_jobs.execution_history.task_view import InvalidRange
 from maintenance_jobs.limits import MAX_AUTHORIZATION_HEADER_BYTES, MAX_NESTING_DEPTH, MAX_REQUEST_BODY_BYTES
 from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidationError
 from maintenance_jobs.text_rules import json_nesting_over
@@ -196,6 +197,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LaunchRejected)
     async def launch_rejected(_: Request, exc: LaunchRejected) -> JSONResponse:
         return _error(502, f"the Dagster webserver refused the launch: {exc}")
+
+    @app.exception_handler(InvalidRange)
+    async def invalid_range(_: Request, exc: InvalidRange) -> JSONResponse:
+        return _error(422, str(exc), field=exc.field)
 
     @app.exception_handler(CursorError)
     async def bad_cursor(_: Request, exc: CursorError) -> JSONResponse:

@@ -38,6 +38,8 @@ import dagster as dg
 import sqlalchemy as sa
 
 from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
+from maintenance_jobs.execution_history.store import amend_error
+from maintenance_jobs.execution_history.summary import MAX_RUNTIME_MARKER
 from maintenance_jobs.registry import get_task
 from maintenance_jobs.tags import (
     TAG_GUARD_VERDICT,
@@ -60,8 +62,6 @@ LOOKBACK = dt.timedelta(hours=24)
 PAGE_SIZE = 100
 MAX_DECISIONS_PER_TICK = 100  # bounds one tick's event reads after a long outage; the rest go next tick
 
-# run monitoring's message when it cancels a run for exceeding dagster/max_runtime (the registry's `timeout`)
-MAX_RUNTIME_MARKER = "exceeding maximum runtime"
 # Dagster's run tags read here (system tags; dagster._core.storage.tags names them)
 WILL_RETRY = "dagster/will_retry"
 AUTO_RETRY_RUN_ID = "dagster/auto_retry_run_id"
@@ -207,29 +207,29 @@ def guard_tick(instance: dg.DagsterInstance, engine: sa.Engine, alert_webhook: A
             continue
         note = f"{dead.run_id} ({dead.task_name}): {death_cause(dead)}; {decision.reason}"
         if decision.verdict == Verdict.TASK_FAILURE:
-            _record(instance, dead, decision.verdict, None)  # its own error tag stays
+            _record(instance, engine, dead, decision.verdict, None)  # its own error tag stays
             continue
         if decision.verdict in (Verdict.DAGSTER_RETRIED, Verdict.SUPERSEDED):
-            _record(instance, dead, decision.verdict, note)
+            _record(instance, engine, dead, decision.verdict, note)
         elif (relaunched := _relaunched_as(instance, dead)) is not None:
             note = f"{dead.run_id} ({dead.task_name}): {death_cause(dead)}; re-launched as run {relaunched}"
-            _record(instance, dead, Verdict.RELAUNCH, note)
+            _record(instance, engine, dead, Verdict.RELAUNCH, note)
         elif decision.verdict == Verdict.RELAUNCH:
             # Recorded as relaunched only once the new run exists (above, on a later tick); until then the request
             # is repeated under its stable key, so a request lost before launch is made again, never twice.
             requests.append(relaunch_request(get_task(engine, dead.task_name), dead))
             note += f", requested as {relaunch_run_key(dead.task_name, dead.run_id)}"
-            instance.add_run_tags(dead.run_id, {TAG_ERROR: note[:500]})
+            _note(instance, engine, dead.run_id, note)
         else:
             try:
                 delivered = _report(alert_webhook, dead, decision.reason)
             except AlertDeliveryError as exc:  # stays undecided: the alert is tried again next tick
-                instance.add_run_tags(dead.run_id, {TAG_ERROR: note[:500]})
+                _note(instance, engine, dead.run_id, note)
                 notes.append(f"{note} (alert not delivered, tried again next tick: {exc})")
                 continue
             if not delivered:
                 note += " (alerts disabled: ALERT_WEBHOOK_URL is not set)"
-            _record(instance, dead, decision.verdict, note)
+            _record(instance, engine, dead, decision.verdict, note)
         notes.append(note)
     return GuardTick(requests, notes)
 
@@ -285,9 +285,18 @@ def _report(alert_webhook: AlertWebhook, dead: DeadRun, reason: str) -> bool:
     return True
 
 
-def _record(instance: dg.DagsterInstance, dead: DeadRun, verdict: Verdict, note: str | None) -> None:
+def _note(instance: dg.DagsterInstance, engine: sa.Engine, run_id: str, note: str) -> None:
+    """What happened to the run, on the run (racing/error) and in its execution history row, when recorded."""
+    instance.add_run_tags(run_id, {TAG_ERROR: note[:500]})
+    amend_error(engine, run_id, note[:500])
+
+
+def _record(instance: dg.DagsterInstance, engine: sa.Engine, dead: DeadRun, verdict: Verdict,
+            note: str | None) -> None:
     tags = {TAG_GUARD_VERDICT: verdict.value, TAG_GUARD_VERDICT_RUN: dead.run_id}
-    instance.add_run_tags(dead.run_id, tags | ({TAG_ERROR: note[:500]} if note else {}))
+    if note:
+        _note(instance, engine, dead.run_id, note)
+    instance.add_run_tags(dead.run_id, tags)
 
 
 def tick_summary(notes: Sequence[str]) -> str:

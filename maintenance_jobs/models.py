@@ -113,6 +113,7 @@ class Task(TaskSpec):
     last_run: dt.datetime | None = None
     last_status: str | None = None
     last_duration_seconds: float | None = None
+    retry_count: int = 0  # the retry number of the run last_status comes from (0: its first attempt)
     created_at: dt.datetime
     updated_at: dt.datetime
     problem: str | None = None

@@ -177,16 +177,22 @@ def due_runs(engine: sa.Engine, slots: Sequence[Slot]) -> list[DueRun]:
 
 
 def record_run_end(
-    engine: sa.Engine, task_name: str, *, started_at: dt.datetime, status: str, duration_seconds: float | None
+    engine: sa.Engine | sa.Connection, task_name: str, *, started_at: dt.datetime, status: str,
+    duration_seconds: float | None, retry_count: int = 0,
 ) -> bool:
-    """Write last_run / last_status / last_duration; an older run never overwrites a newer one's result."""
+    """Write last_run / last_status / last_duration / retry_count; an older run never overwrites a newer one's
+    result. Given a connection, it writes inside the caller's transaction."""
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, not {status!r}")
     c = scheduled_tasks.c
+    statement = (
+        scheduled_tasks.update()
+        .where(c.task_name == task_name, sa.or_(c.last_run.is_(None), c.last_run <= started_at))
+        .values(last_run=started_at, last_status=status, last_duration_seconds=duration_seconds,
+                retry_count=retry_count)
+    )
+    if isinstance(engine, sa.Connection):
+        return engine.execute(statement).rowcount > 0
     with engine.begin() as conn:
-        result = conn.execute(
-            scheduled_tasks.update()
-            .where(c.task_name == task_name, sa.or_(c.last_run.is_(None), c.last_run <= started_at))
-            .values(last_run=started_at, last_status=status, last_duration_seconds=duration_seconds)
-        )
+        result = conn.execute(statement)
     return result.rowcount > 0

@@ -1,22 +1,24 @@
-"""The dispatcher (launches due tasks every minute) and the sensors that write run results back to the registry."""
+"""The dispatcher (launches due tasks every minute) and the sensors that record ended runs in the registry (the task
+row's last status and the execution history, with a backfill pass for any run the status sensors missed)."""
 
 # No `from __future__ import annotations`: Dagster reads op/sensor parameter types at definition time.
 
 import datetime as dt
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import dagster as dg
 from maintenance_jobs.dispatch import scheduled_run_request
+from maintenance_jobs.execution_history.recorder import backfill_history, record_run
+from maintenance_jobs.execution_history.store import record_skip
+from maintenance_jobs.execution_history.summary import classify_run_end
 from maintenance_jobs.jobs import MAINTENANCE_JOBS
-from maintenance_jobs.lost_runs import MAX_RUNTIME_MARKER, guard_tick, tick_summary
+from maintenance_jobs.lost_runs import guard_tick, tick_summary
 from maintenance_jobs.models import config_problem
-from maintenance_jobs.registry import DueRun, due_runs, record_run_end
+from maintenance_jobs.registry import DueRun, due_runs
 from maintenance_jobs.resources import MaintenanceRegistryResource
-from maintenance_jobs.schedule import plan_window, wall_clock_slots
-from maintenance_jobs.tags import TAG_STATUS, TAG_TASK
+from maintenance_jobs.schedule import ONE_MINUTE, plan_window, wall_clock_slots
+from maintenance_jobs.tags import TAG_TASK
 from orchestration_core.audit.alert_webhook import AlertWebhook
-from orchestration_core.run_outcome import TAG_OUTCOME, Outcome, failure_reason, outcome_tags
 
 
 def utc_now() -> dt.datetime:
@@ -43,12 +45,20 @@ def dispatch_tick(registry: MaintenanceRegistryResource, cursor: str | None, now
         skip = dg.SkipReason(f"minute {new_cursor} already evaluated")
         return DispatchTick(dg.SensorResult(skip_reason=skip, cursor=new_cursor), None)
     notice = None
+    engine = registry.engine()
     if window.skipped_minutes:
         notice = (
             f"catch-up limited to the last {len(window.minutes)} minutes: "
             f"{window.skipped_minutes} older minutes since {cursor} were skipped"
         )
-    due = due_runs(registry.engine(), wall_clock_slots(window.minutes, registry.timezone))
+        # Recorded per range (idempotent: a tick evaluated again writes the same row), so the per-task history can
+        # say why an expected run of those minutes never launched.
+        first_skipped = parse_cursor(cursor) + ONE_MINUTE
+        record_skip(engine, first_skipped, window.minutes[0], (
+            f"the dispatcher was not evaluating minutes from {first_skipped.isoformat()} to "
+            f"{(window.minutes[0] - ONE_MINUTE).isoformat()} (downtime); on resuming it catches up only the last "
+            f"{registry.max_catchup_minutes} minutes (MAINTENANCE_MAX_CATCHUP_MINUTES)"))
+    due = due_runs(engine, wall_clock_slots(window.minutes, registry.timezone))
     runnable, refused = split_refused(due)
     requests = [scheduled_run_request(d.task, d.minute, registry.timezone) for d in runnable]
     if not requests:
@@ -112,37 +122,15 @@ def maintenance_run_guard(
     return dg.SensorResult(skip_reason=dg.SkipReason(tick_summary(tick.notes)))
 
 
-def classify_run_end(status: dg.DagsterRunStatus, canceling_messages: Iterable[str]) -> str:
-    """The registry status of a finished run: success, failed, timeout (max runtime exceeded) or canceled."""
-    if any(MAX_RUNTIME_MARKER in (m or "") for m in canceling_messages):
-        return "timeout"
-    if status == dg.DagsterRunStatus.SUCCESS:
-        return "success"
-    if status == dg.DagsterRunStatus.CANCELED:
-        return "canceled"
-    return "failed"
-
-
 def record_finished_run(instance: dg.DagsterInstance, run: dg.DagsterRun, registry: MaintenanceRegistryResource) -> str:
-    """Write a finished run's status, start and duration to its task row and tag the run with the status."""
-    task_name = run.tags.get(TAG_TASK)
-    if not task_name:
-        return "no task tag"
-    if run.status == dg.DagsterRunStatus.FAILURE and TAG_OUTCOME not in run.tags:
-        # Refused or lost before its op could record anything (a launch refused, a worker gone): say why anyway.
-        reason = failure_reason(instance, run.run_id) or "the run failed before its op recorded an outcome"
-        instance.add_run_tags(run.run_id, outcome_tags(Outcome.FAILED, 0, 1, reason))
-    canceling = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_CANCELING).records
-    messages = [r.event_log_entry.dagster_event.message or "" for r in canceling if r.event_log_entry.dagster_event]
-    status = classify_run_end(run.status, messages)
+    """Record a finished run: its summary in the execution history and, for a task's run, the task row's last
+    status, start, duration and retry count; the run is tagged with its status. Returns the status, or
+    "no task tag" for a run of a maintenance job launched without a task (recorded under its job name)."""
     record = instance.get_run_record_by_id(run.run_id)
-    start = record.start_time if record else None
-    end = record.end_time if record else None
-    started_at = dt.datetime.fromtimestamp(start or end or dt.datetime.now(dt.UTC).timestamp(), dt.UTC)
-    duration = round(end - start, 3) if start and end else None
-    record_run_end(registry.engine(), task_name, started_at=started_at, status=status, duration_seconds=duration)
-    instance.add_run_tags(run.run_id, {TAG_STATUS: status})
-    return status
+    if record is None:
+        return "deleted"
+    status = record_run(instance, record, registry.engine())
+    return status if run.tags.get(TAG_TASK) else "no task tag"
 
 
 def _status_sensor(name: str, run_status: dg.DagsterRunStatus) -> dg.RunStatusSensorDefinition:
@@ -161,6 +149,23 @@ def _status_sensor(name: str, run_status: dg.DagsterRunStatus) -> dg.RunStatusSe
     return _sensor
 
 
+@dg.sensor(
+    name="maintenance_history_backfill",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Every minute: record in the execution history every ended maintenance run the run status sensors "
+    "did not (a registry outage, a restart, the runs of an install that predates the history), oldest first.",
+)
+def maintenance_history_backfill(
+    context: dg.SensorEvaluationContext, maintenance_registry: MaintenanceRegistryResource
+) -> dg.SkipReason:
+    report = backfill_history(context.instance, maintenance_registry.engine(), utc_now())
+    if report.failed:
+        # A failed tick is what Dagster (and the tick alerts) report; the runs recorded in this pass stay recorded.
+        raise RuntimeError(report.summary())
+    return dg.SkipReason(report.summary())
+
+
 record_maintenance_success = _status_sensor("record_maintenance_success", dg.DagsterRunStatus.SUCCESS)
 record_maintenance_failure = _status_sensor("record_maintenance_failure", dg.DagsterRunStatus.FAILURE)
 record_maintenance_canceled = _status_sensor("record_maintenance_canceled", dg.DagsterRunStatus.CANCELED)
@@ -170,4 +175,6 @@ MAINTENANCE_SENSORS = [
     record_maintenance_success,
     record_maintenance_failure,
     record_maintenance_canceled,
+    maintenance_history_backfill,
 ]
+__all__ = ["classify_run_end", "dispatch_tick", "record_finished_run"]

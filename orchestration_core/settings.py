@@ -29,6 +29,9 @@ class PlatformSettings(SettingsBase):
         None, description="Dagster run/event/schedule storage (read by dagster.yaml)")
     racing_database_url: SecretStr | None = Field(None, description="the race database")
     maintenance_database_url: SecretStr | None = Field(None, description="the maintenance task registry")
+    # Read by the nightly cleanup job (racing location), which prunes the maintenance execution history.
+    maintenance_history_days: int | None = Field(
+        None, ge=1, description="days the maintenance execution history is kept (unset: forever); pruned nightly")
     racing_timezone: str = Field(DEFAULT_RACING_TIMEZONE, description="timezone of the racing day and its schedules")
     alert_webhook_url: SecretStr | None = Field(None, description="Slack-compatible webhook for run alerts")
     dagster_ui_url: str = Field(DEFAULT_DAGSTER_UI_URL, description="the Dagster UI as users reach it")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
+from orchestration_core.audit.execution_history import DISPATCH_SKIPS_TABLE, EXECUTION_HISTORY_TABLE
+
 metadata = sa.MetaData()
 
 scheduled_tasks = sa.Table(
@@ -28,6 +30,8 @@ scheduled_tasks = sa.Table(
     sa.Column("last_run", sa.DateTime(timezone=True)),
     sa.Column("last_status", sa.String(20)),
     sa.Column("last_duration_seconds", sa.Float),
+    # Dagster's retry number of the run last_status comes from (0: its first attempt).
+    sa.Column("retry_count", sa.Integer, nullable=False, server_default="0"),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
     sa.Column("created_by", sa.String(100), nullable=False, server_default="system"),
@@ -49,4 +53,47 @@ registry_meta = sa.Table(
     sa.Column("key", sa.String(100), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+)
+
+# One row per ended maintenance run, written once when it ends (the old scheduler's `task_executions`): what outlives
+# Dagster's run retention. `id` is derived from the run id (execution_history.summary.execution_id), so a run has the
+# same id while it is live in /executions and once recorded; `task_id` is the task's id when the run ended.
+task_executions = sa.Table(
+    EXECUTION_HISTORY_TABLE,
+    metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("run_id", sa.String(255), nullable=False, unique=True),
+    sa.Column("task_id", sa.Integer),
+    sa.Column("task_name", sa.String(255), nullable=False),
+    sa.Column("service", sa.String(255)),
+    sa.Column("executor", sa.String(255)),
+    sa.Column("priority", sa.Integer),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("triggered_by", sa.String(20)),
+    sa.Column("triggered_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True)),
+    sa.Column("completed_at", sa.DateTime(timezone=True)),
+    sa.Column("duration_seconds", sa.Float),
+    sa.Column("output", sa.Text),
+    sa.Column("error", sa.Text),
+    sa.Column("retry_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("metadata", JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
+    sa.Column("scheduled_for", sa.DateTime(timezone=True)),
+    sa.Column("parent_run_id", sa.String(255)),
+    sa.Column("job_name", sa.String(255), nullable=False),
+    sa.Column("dagster_status", sa.String(20), nullable=False),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+)
+
+# Minutes the dispatcher skipped, [skipped_from, skipped_until) in real (UTC) minutes, and why: what the per-task
+# history shows for an expected run that never launched.
+dispatch_skips = sa.Table(
+    DISPATCH_SKIPS_TABLE,
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("skipped_from", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("skipped_until", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    sa.UniqueConstraint("skipped_from", "skipped_until", name="uq_dispatch_skips_range"),
 )

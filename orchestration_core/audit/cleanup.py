@@ -1,6 +1,7 @@
 """Run retention: delete old successful runs (rows, events, compute-log files); keep all that documents a problem,
-and the latest successful run of every job and of every maintenance task whatever its age (the last-success metric,
-the overdue alerts and `/executions` read it: a monthly job's only success must outlive the 14 days).
+the latest successful run of every job and of every maintenance task whatever its age (the last-success metric and
+the overdue alerts read it: a monthly job's only success must outlive the 14 days), and every maintenance run whose
+summary is not yet in the execution history (it would be lost: the history is what outlives retention).
 
 Paging is ascending by storage id with the cursor only ever set to a run that was *kept*: a deleted run as cursor makes
 the next page empty (its id can no longer be looked up). Each page is decided, deleted and dropped, so memory stays flat.
@@ -18,7 +19,8 @@ from enum import StrEnum
 import dagster as dg
 
 from orchestration_core.audit.bulk_delete import RunDeleter, run_deleter_for
-from orchestration_core.run_outcome import TAG_MAINTENANCE_TASK, Outcome, outcome_of
+from orchestration_core.audit.execution_history import TAG_HISTORY_RECORDED
+from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND, TAG_MAINTENANCE_TASK, Outcome, outcome_of
 
 TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 DEFAULT_OLDER_THAN_DAYS = 14
@@ -41,6 +43,7 @@ class KeepReason(StrEnum):
     FAILED_OUTCOME = "failed_outcome"  # SUCCESS status, tagged failed: nothing was processed
     RECOVERS_KEPT_RUN = "recovers_kept_run"  # successful re-execution of a kept failed/canceled/partial run
     LATEST_SUCCESS = "latest_success"  # the newest SUCCESS run of its job or of its maintenance task
+    HISTORY_UNRECORDED = "history_unrecorded"  # a maintenance run whose summary is not in the execution history yet
     FAILED = "failed"
     CANCELED = "canceled"
     IN_PROGRESS = "in_progress"  # queued, starting, started, canceling
@@ -96,6 +99,12 @@ def keep_reason(run_status: dg.DagsterRunStatus, tags: Mapping[str, str], parent
     if parent_kept:
         return KeepReason.RECOVERS_KEPT_RUN
     return None
+
+
+def history_unrecorded(run: dg.DagsterRun) -> bool:
+    """A maintenance run not (yet) recorded in the execution history: its own id is not in its recorded tag (a retry
+    copies its parent's tags, so a copied value names the parent)."""
+    return run.tags.get(TAG_KIND) == KIND_MAINTENANCE and run.tags.get(TAG_HISTORY_RECORDED) != run.run_id
 
 
 def _parent_is_kept(parent: dg.DagsterRun | None) -> bool:
@@ -187,6 +196,8 @@ def prune_successful_runs(
         for run in runs:
             parent_id = parent_run_id_of(run)
             reason = keep_reason(run.status, run.tags, _parent_is_kept(parents.get(parent_id) if parent_id else None))
+            if reason is None and history_unrecorded(run):
+                reason = KeepReason.HISTORY_UNRECORDED
             if reason is None and latest.is_latest(run):
                 reason = KeepReason.LATEST_SUCCESS
             if reason is not None:

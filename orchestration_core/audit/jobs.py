@@ -1,9 +1,11 @@
-"""The nightly retention job: `cleanup_job_runs` and its 02:00 schedule in the racing timezone."""
+"""The nightly retention job: `cleanup_job_runs` and its 02:00 schedule in the racing timezone. It prunes old
+successful runs, then the maintenance execution history beyond MAINTENANCE_HISTORY_DAYS (when that is set)."""
 
 # No `from __future__ import annotations` here: Dagster resolves the op's Config annotation at decoration time.
 
 import dagster as dg
 
+from orchestration_core.audit.execution_history import HistoryPruneReport, prune_execution_history
 from orchestration_core.audit.cleanup import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_OLDER_THAN_DAYS,
@@ -15,7 +17,7 @@ from orchestration_core.run_outcome import (
     Outcome,
     record_outcome,
 )
-from orchestration_core.settings import racing_timezone
+from orchestration_core.settings import platform_settings, racing_timezone, secret
 
 
 class CleanupConfig(dg.Config):
@@ -34,6 +36,10 @@ def prune_old_successful_runs(context: dg.OpExecutionContext, config: CleanupCon
         log=context.log,
     )
     metadata = report.as_metadata()
+    history = None if config.dry_run else _prune_history(context)
+    if history is not None:
+        metadata["history_rows_deleted"] = history.executions_deleted
+        metadata["history_cutoff_utc"] = history.cutoff.isoformat()
     context.add_output_metadata(
         {
             "deleted": report.deleted,
@@ -44,14 +50,33 @@ def prune_old_successful_runs(context: dg.OpExecutionContext, config: CleanupCon
             "dry_run": report.dry_run,
             "cutoff_utc": metadata["cutoff"],
             "batches": report.batches,
+            **({"history_rows_deleted": history.executions_deleted,
+                "history_cutoff_utc": history.cutoff.isoformat()} if history else {}),
         }
     )
     record_outcome(context, Outcome.SUCCESS, items_processed=report.deleted, items_failed=0)
     return metadata
 
 
+def _prune_history(context: dg.OpExecutionContext) -> HistoryPruneReport | None:
+    """Delete execution-history rows older than MAINTENANCE_HISTORY_DAYS; None when the history is kept forever."""
+    settings = platform_settings()
+    days = settings.maintenance_history_days
+    if days is None:
+        return None
+    url = secret(settings.maintenance_database_url)
+    if not url:
+        raise dg.Failure("MAINTENANCE_HISTORY_DAYS is set but MAINTENANCE_DATABASE_URL is not: the execution history "
+                         "cannot be pruned")
+    report = prune_execution_history(url, days)
+    context.log.info(f"execution history: {report.executions_deleted} rows and {report.skips_deleted} dispatcher "
+                     f"skips older than {report.cutoff.isoformat()} deleted")
+    return report
+
+
 @dg.job(
-    description="Run retention: prune old successful runs (the audit keeps failures, partials and their recoveries).",
+    description="Run retention: prune old successful runs (the audit keeps failures, partials and their recoveries)"
+    " and the maintenance execution history beyond MAINTENANCE_HISTORY_DAYS.",
     tags={TAG_KIND: KIND_RACING},
 )
 def cleanup_job_runs() -> None:

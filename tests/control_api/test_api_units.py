@@ -226,3 +226,20 @@ def test_json_safe_makes_any_validation_detail_renderable() -> None:
         json.dumps(detail, allow_nan=False, ensure_ascii=False).encode()
     text = json.dumps(json_safe(detail), allow_nan=False, ensure_ascii=False).encode()
     assert json.loads(text) == [{"loc": ["body", "priority"], "input": "nan", "ctx": {"x": ["-inf", "\\ud800"]}}]
+
+
+def test_the_recorded_through_mark_is_read_again_after_its_seconds(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from control_api import executions
+
+    reads = iter([dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 2, tzinfo=dt.UTC)])
+    monkeypatch.setattr(executions.store, "recorded_through", lambda conn: next(reads))
+    now = [100.0]
+    cache = executions.RecordedThroughCache(seconds=5, clock=lambda: now[0])
+    conn = SimpleNamespace(engine=SimpleNamespace(url="postgresql://registry"))
+    assert cache.get(conn).day == 1
+    now[0] += 4.9
+    assert cache.get(conn).day == 1  # served from memory: an older mark only widens the run-storage side
+    now[0] += 0.2
+    assert cache.get(conn).day == 2

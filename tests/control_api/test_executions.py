@@ -141,39 +141,6 @@ def test_a_real_run_reports_times_output_and_duration(api: RunningApi) -> None:
     assert item["output"] and "ping" in item["output"]
 
 
-def test_sql_page_equals_the_public_api_page(pg_instance: dg.DagsterInstance) -> None:
-    """The column-only SQL path and `get_run_records` build the same pages for every filter and cursor."""
-    from control_api.executions import ExecutionQuery, list_executions
-    from maintenance_jobs.jobs import example_executor_job
-
-    instance = pg_instance
-    for i in range(9):
-        maintenance_run(instance, ("backup", "sync")[i % 2], ("infra", "docs", "scheduler")[i % 3],
-                        (S.SUCCESS, S.FAILURE, S.CANCELED, S.QUEUED, S.STARTED)[i % 5],
-                        **({"maintenance/status": "timeout"} if i == 2 else {}),
-                        **({"dagster/retry_number": "1", "racing/error": "boom"} if i == 6 else {}))
-    create_run_for_test(instance, job_name="morning_scrape", tags={"orchestration/kind": "racing"})
-    example_executor_job.execute_in_process(  # a run with real start/end times and an output tag
-        run_config={"ops": {"run_example_executor": {"config": {"message": "ping", "delay_seconds": 0}}}},
-        instance=instance, tags={"maintenance/task": "pinger", "maintenance/service": "scheduler"})
-    queries = [ExecutionQuery(limit=limit, **filters) for limit in (1, 3, 20) for filters in (
-        {}, {"task_name": "backup"}, {"service": "docs"}, {"status": "timeout"}, {"status": "failed"},
-        {"status": "pending"}, {"status": "success", "task_name": "pinger"})]
-    compared = 0
-    for query in queries:
-        while True:
-            fast = list_executions(instance, query, "http://ui", use_sql=True)
-            slow = list_executions(instance, query, "http://ui", use_sql=False)
-            assert fast == slow, query
-            compared += len(fast.items)
-            if fast.next_cursor is None:
-                break
-            query = ExecutionQuery(**{**query.__dict__, "cursor": fast.next_cursor})
-    pinger = list_executions(instance, ExecutionQuery(task_name="pinger"), "http://ui", use_sql=True).items[0]
-    assert pinger.started_at and pinger.completed_at and pinger.output and "ping" in pinger.output
-    assert compared > 60  # the loop really compared pages, not empty lists
-
-
 def test_cached_pages_stay_until_a_write_through_the_api(api_settings, pg_instance: dg.DagsterInstance) -> None:
     """With a cache, a repeated read is served from memory; a trigger or task write is visible at once."""
 
@@ -211,3 +178,55 @@ def test_cached_pages_stay_until_a_write_through_the_api(api_settings, pg_instan
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_since_and_until_select_by_triggered_time_and_stay_in_the_link(api: RunningApi) -> None:
+    import datetime as dt
+
+    from tests.orchestration_core.audit.run_factory import backdate_runs
+
+    runs = [maintenance_run(api.instance) for _ in range(6)]
+    base = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
+    for day, run_id in enumerate(runs):  # one run a day, 1 to 6 May
+        backdate_runs(api.instance, [run_id], (base + dt.timedelta(days=day)).replace(tzinfo=None))
+    since, until = "2026-05-02T00:00:00+00:00", "2026-05-05T12:00:00+12:00"  # until is 5 May 00:00 UTC
+    pages = page_through(api, 2, since=since, until=until)
+    assert pages == [[runs[3], runs[2]], [runs[1]]]
+    with api.client() as client:
+        first = client.get("/executions", params={"since": since, "until": until, "limit": 2})
+        params = dict(httpx.URL(first.links["next"]["url"]).params)
+        # The same instants (written in UTC).
+        assert dt.datetime.fromisoformat(params["since"]) == dt.datetime.fromisoformat(since)
+        assert dt.datetime.fromisoformat(params["until"]) == dt.datetime.fromisoformat(until)
+        for bad in ({"since": "2026-05-02T00:00:00"}, {"until": "yesterday"}, {"since": "0001-01-01T00:00:00+05:00"},
+                    {"until": "9999-12-31T23:59:00-05:00"}):
+            response = client.get("/executions", params=bad)
+            assert response.status_code == 422 and response.json()["field"] in bad, (bad, response.text)
+        items = client.get("/executions", params={"limit": 100}).json()
+        assert all(i["task_id"] is None for i in items)  # no task of that name in the registry
+        from tests.task_rows import task_body
+
+        task_id = client.post("/tasks", json=task_body("nightly")).json()["id"]
+        items = client.get("/executions", params={"limit": 100}).json()
+    assert len({i["id"] for i in items}) == 6 and all(i["task_id"] == task_id for i in items)
+    assert all(i["metadata"] == {} and not i["recorded"] for i in items)  # none recorded yet
+
+
+def test_task_history_answers_its_errors(api: RunningApi) -> None:
+    from tests.task_rows import task_body
+
+    with api.client() as client:
+        assert client.get("/tasks/nothing/history").status_code == 404
+        assert client.post("/tasks", json=task_body("every_minute", minute=-1, hour=-1)).status_code == 201
+        too_many = client.get("/tasks/every_minute/history", params={"since": "2000-01-01T00:00:00Z"})
+        assert too_many.status_code == 422 and "100 days" in too_many.json()["detail"]
+        reversed_range = client.get("/tasks/every_minute/history", params={"since": "2030-01-02T00:00:00Z",
+                                                                         "until": "2030-01-01T00:00:00Z"})
+        assert reversed_range.status_code == 422 and reversed_range.json()["field"] == "since"
+        future = client.get("/tasks/every_minute/history", params={"since": "2099-01-01T00:00:00Z"})
+        assert future.status_code == 200 and future.json()["expected_runs"] == []  # nothing expected after now
+        history = client.get("/tasks/every_minute/history").json()  # created just now: nothing expected yet
+    assert history["counts"]["expected"] <= 1 and history["schedule"] == "* * * * *"
+    assert history["live_runs_included"] and history["enabled"]
+    spec = api.client().get("/openapi.json").json()["paths"]["/tasks/{task_name}/history"]["get"]
+    assert {p["name"] for p in spec["parameters"]} == {"task_name", "since", "until"}

@@ -12,6 +12,8 @@ import dagster as dg
 import pytest
 import yaml
 
+from maintenance_jobs.database.engine import registry_engine
+from maintenance_jobs.execution_history.recorder import backfill_history
 from orchestration_core.audit.cleanup import prune_successful_runs
 from tests.control_api.conftest import RunningApi
 from tests.control_api.test_metrics_and_status import samples, value
@@ -74,6 +76,8 @@ def test_doc_sync_overdue_alert_fires_after_40_days_not_after_20(
     last_success = factory.recorded(S.SUCCESS, tags=TAGS, job=doc_sync_stand_in)
     backdate_finished_run(instance, last_success.run_id, now - dt.timedelta(days=age_days))
 
+    # Recorded in the execution history as they ended (retention keeps a maintenance run until it is).
+    assert backfill_history(instance, registry_engine(api.registry_url), now).recorded
     report = prune_successful_runs(instance, 14)  # the nightly retention, 14 days
 
     assert instance.get_run_by_id(older.run_id) is None and report.deleted == 1
@@ -82,7 +86,9 @@ def test_doc_sync_overdue_alert_fires_after_40_days_not_after_20(
         scraped = client.get("/metrics")
         executions = client.get("/executions", params={"task_name": TASK})
     assert scraped.status_code == 200 and executions.status_code == 200
-    assert [(e["run_id"], e["status"]) for e in executions.json()] == [(last_success.run_id, "success")]
+    # Both stay on record in the execution history; only the latest is still a Dagster run.
+    assert [(e["run_id"], e["status"], e["run_pruned"]) for e in executions.json()] == [
+        (last_success.run_id, "success", False), (older.run_id, "success", True)]
     exported = value(samples(scraped.text), METRIC, job="doc_sync_executor")
     assert exported is not None, "the doc sync's last success is no longer exported"
     scraped_at = dt.datetime.now(dt.UTC).timestamp()

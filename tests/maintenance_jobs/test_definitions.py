@@ -10,7 +10,8 @@ from maintenance_jobs.definitions import defs
 pytestmark = pytest.mark.unit
 
 JOBS = ["example_executor", "doc_sync_executor", "config_backup_executor", "plugin_executor"]
-SENSORS = ["maintenance_dispatcher", "maintenance_run_guard", "record_maintenance_success", "record_maintenance_failure", "record_maintenance_canceled"]
+SENSORS = ["maintenance_dispatcher", "maintenance_run_guard", "record_maintenance_success", "record_maintenance_failure",
+           "record_maintenance_canceled", "maintenance_history_backfill"]
 
 
 @pytest.mark.parametrize("name", JOBS)

@@ -246,7 +246,8 @@ def test_the_outage_that_lost_a_run_and_its_retry_relaunches_it_bounded_then_ale
     assert list(outcomes.values()) == ["dagster_retried", "relaunched", "dagster_retried", "relaunched",
                                        "dagster_retried", "reported"]
     # GET /executions shows every run of the chain with what happened to it.
-    page = list_executions(deployment.instance, ExecutionQuery(task_name=task), "http://dagster.test")
+    page = list_executions(deployment.instance, deployment.registry.engine(), ExecutionQuery(task_name=task),
+                           "http://dagster.test")
     newest = page.items[0]
     assert newest.run_id == lost[-1].run_id and newest.status == "failed"
     assert "already re-launched 2 times" in newest.error and "died before its op started" in newest.error

@@ -35,7 +35,7 @@ def test_upgrade_is_idempotent_and_uses_its_own_version_table(fresh_database_url
     assert current_revision(fresh_database_url) is None
     upgrade(fresh_database_url)
     upgrade(fresh_database_url)
-    assert current_revision(fresh_database_url) == "0001"
+    assert current_revision(fresh_database_url) == "0002"
     engine = sa.create_engine(fresh_database_url)
     try:
         tables = set(sa.inspect(engine).get_table_names())
@@ -75,7 +75,7 @@ def test_cli_upgrades_and_seeds(fresh_database_url: str, capsys: pytest.CaptureF
     assert maintenance_cli(["--database-url", fresh_database_url, "seed"]) == 0
     assert maintenance_cli(["--database-url", fresh_database_url, "seed"]) == 0
     out = capsys.readouterr().out
-    assert "revision 0001" in out and "seeded: test_example_task" in out and "already seeded" in out
+    assert "revision 0002" in out and "seeded: test_example_task" in out and "already seeded" in out
 
 
 def test_crud_cycle_and_errors(registry_engine: sa.Engine) -> None:

@@ -1,0 +1,170 @@
+"""The run-storage side of the history: maintenance runs that may not be recorded yet, read with a few indexed SQL
+queries on Dagster's `runs` and `run_tags` tables (the columns and tags shown, never the serialised run bodies).
+
+Which runs: those in progress (Dagster's status index), and those that ended (last updated) at or after the
+registry's recorded-through mark. Every maintenance run that ended before the mark is in the history, so a page
+never walks the tens of thousands of recorded runs still in storage. Before the first backfill pass has set the mark
+(a fresh install, an upgrade) it is every maintenance run, read the slow way until the history has caught up.
+
+Both sides order by the same key, (created time, run id), newest first: a run keeps its place when it ends, is
+recorded or is deleted by retention, which is what lets /executions merge them without gaps or repeats.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+import sqlalchemy as sa
+
+from maintenance_jobs.execution_history.summary import TAG_RETRY_NUMBER, utc
+from maintenance_jobs.tags import (
+    TAG_EXECUTOR,
+    TAG_OUTPUT,
+    TAG_PRIORITY,
+    TAG_SCHEDULED_MINUTE,
+    TAG_SERVICE,
+    TAG_STATUS,
+    TAG_TASK,
+    TAG_TRIGGERED_BY,
+)
+from orchestration_core.audit.execution_history import TAG_HISTORY_RECORDED
+from orchestration_core.dagster_internals import RunsTable, RunTagsTable, SqlRunStorage
+from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
+
+S = dg.DagsterRunStatus
+ENDED = (S.SUCCESS, S.FAILURE, S.CANCELED)
+IN_PROGRESS = tuple(status for status in S if status not in ENDED)
+TAG_PARENT_RUN_ID = "dagster/parent_run_id"
+# The tags an item shows (and the status and retry checks read).
+ITEM_TAGS = (TAG_TASK, TAG_SERVICE, TAG_EXECUTOR, TAG_PRIORITY, TAG_STATUS, TAG_TRIGGERED_BY, TAG_OUTPUT, TAG_ERROR,
+             TAG_RETRY_NUMBER, TAG_SCHEDULED_MINUTE, TAG_PARENT_RUN_ID)
+R = RunsTable.c
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """The columns and tags of one run that an execution item shows."""
+
+    run_id: str
+    job_name: str
+    status: dg.DagsterRunStatus
+    created: dt.datetime  # aware UTC: the history's triggered_at
+    start_time: float | None
+    end_time: float | None
+    tags: Mapping[str, str]
+
+    @property
+    def key(self) -> tuple[dt.datetime, str]:
+        return self.created, self.run_id
+
+
+@dataclass(frozen=True)
+class RunSelection:
+    """Filters of the live side (the history side's HistoryFilter, in run-storage terms)."""
+
+    task_name: str | None = None
+    service: str | None = None
+    statuses: Sequence[dg.DagsterRunStatus] | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+
+
+def _storage(instance: dg.DagsterInstance) -> SqlRunStorage:
+    storage = instance.run_storage
+    if not isinstance(storage, SqlRunStorage):
+        raise TypeError(f"the execution history needs SQL run storage, not {type(storage).__name__}")
+    return storage
+
+
+def _naive(moment: dt.datetime) -> dt.datetime:
+    # Dagster's timestamp columns hold naive UTC.
+    return moment.astimezone(dt.UTC).replace(tzinfo=None)
+
+
+def _tagged(table: sa.FromClause, key: str, value: str, alias: str) -> sa.FromClause:
+    tags = sa.alias(RunTagsTable, alias)
+    return table.join(tags, sa.and_(tags.c.run_id == R.run_id, tags.c.key == key, tags.c.value == value))
+
+
+def _maintenance_runs(selection: RunSelection) -> sa.FromClause:
+    table = _tagged(RunsTable, TAG_KIND, KIND_MAINTENANCE, "kind_tag")
+    if selection.task_name is not None:
+        table = _tagged(table, TAG_TASK, selection.task_name, "task_tag")
+    if selection.service is not None:
+        table = _tagged(table, TAG_SERVICE, selection.service, "service_tag")
+    return table
+
+
+def _not_yet_recorded(recorded_through: dt.datetime | None) -> sa.ColumnElement[bool]:
+    if recorded_through is None:
+        return sa.true()
+    return sa.or_(R.status.in_([s.value for s in IN_PROGRESS]),
+                  sa.and_(R.status.in_([s.value for s in ENDED]), R.update_timestamp >= _naive(recorded_through)))
+
+
+def live_rows(instance: dg.DagsterInstance, selection: RunSelection, recorded_through: dt.datetime | None,
+              before: tuple[dt.datetime, str] | None, limit: int) -> list[RunRow]:
+    """Maintenance runs that may not be in the history yet, newest first by (created, run id), strictly before
+    `before`; the caller drops those the history already holds."""
+    storage = _storage(instance)
+    query = (sa.select(R.run_id, R.pipeline_name, R.status, R.create_timestamp, R.start_time, R.end_time)
+             .select_from(_maintenance_runs(selection)).where(_not_yet_recorded(recorded_through)))
+    if selection.statuses:
+        query = query.where(R.status.in_([s.value for s in selection.statuses]))
+    if selection.since is not None:
+        query = query.where(R.create_timestamp >= _naive(selection.since))
+    if selection.until is not None:
+        query = query.where(R.create_timestamp < _naive(selection.until))
+    if before is not None:
+        query = query.where(sa.tuple_(R.create_timestamp, R.run_id) < sa.tuple_(sa.literal(_naive(before[0])),
+                                                                                sa.literal(before[1])))
+    query = query.order_by(R.create_timestamp.desc(), R.run_id.desc()).limit(limit)
+    with storage.connect() as conn:
+        runs = conn.execute(query).all()
+        tags = _item_tags(conn, [run.run_id for run in runs])
+    return [RunRow(run.run_id, run.pipeline_name, S(run.status), utc(run.create_timestamp), run.start_time,
+                   run.end_time, tags[run.run_id]) for run in runs]
+
+
+def _item_tags(conn: sa.Connection, run_ids: list[str]) -> dict[str, dict[str, str]]:
+    tags: dict[str, dict[str, str]] = {run_id: {} for run_id in run_ids}
+    if run_ids:
+        rows = conn.execute(sa.select(RunTagsTable.c.run_id, RunTagsTable.c.key, RunTagsTable.c.value)
+                            .where(RunTagsTable.c.run_id.in_(run_ids), RunTagsTable.c.key.in_(ITEM_TAGS)))
+        for run_id, key, value in rows:
+            tags[run_id][key] = value
+    return tags
+
+
+def existing_run_ids(instance: dg.DagsterInstance, run_ids: Sequence[str]) -> set[str]:
+    """Which of `run_ids` are still in run storage (one indexed query): the history's run links."""
+    if not run_ids:
+        return set()
+    with _storage(instance).connect() as conn:
+        return set(conn.execute(sa.select(R.run_id).where(R.run_id.in_(list(run_ids)))).scalars())
+
+
+@dataclass(frozen=True)
+class EndedRun:
+    run_id: str
+    updated: dt.datetime  # aware UTC
+
+
+def unrecorded_ended_runs(instance: dg.DagsterInstance, recorded_through: dt.datetime | None,
+                          limit: int) -> list[EndedRun]:
+    """Ended maintenance runs last updated at or after the mark (any, without one) whose summary is not marked
+    recorded on the run itself, oldest update first: what the backfill pass records."""
+    recorded = sa.alias(RunTagsTable, "recorded_tag")
+    table = _maintenance_runs(RunSelection()).outerjoin(
+        recorded, sa.and_(recorded.c.run_id == R.run_id, recorded.c.key == TAG_HISTORY_RECORDED))
+    query = (sa.select(R.run_id, R.update_timestamp).select_from(table)
+             .where(R.status.in_([s.value for s in ENDED]))
+             .where(sa.or_(recorded.c.value.is_(None), recorded.c.value != R.run_id)))
+    if recorded_through is not None:
+        query = query.where(R.update_timestamp >= _naive(recorded_through))
+    query = query.order_by(R.update_timestamp, R.run_id).limit(limit)
+    with _storage(instance).connect() as conn:
+        return [EndedRun(run_id, utc(updated)) for run_id, updated in conn.execute(query)]

@@ -1,0 +1,196 @@
+"""What the history keeps of one ended maintenance run, read from Dagster: its tags, times and the op's events."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import dagster as dg
+from pydantic import BaseModel
+
+from maintenance_jobs.tags import (
+    TAG_EXECUTOR,
+    TAG_OUTPUT,
+    TAG_PRIORITY,
+    TAG_SCHEDULED_MINUTE,
+    TAG_SERVICE,
+    TAG_TASK,
+    TAG_TRIGGERED_BY,
+)
+from orchestration_core.run_outcome import TAG_ERROR
+
+# run monitoring's message when it cancels a run for exceeding dagster/max_runtime (the registry's `timeout`)
+MAX_RUNTIME_MARKER = "exceeding maximum runtime"
+TAG_RETRY_NUMBER = "dagster/retry_number"
+TAG_PARENT_RUN_ID = "dagster/parent_run_id"
+# The op's metadata is kept whole up to this size as JSON; a bigger one keeps its keys and a note (a run's metadata
+# is a few hundred bytes: counts, paths, commits).
+MAX_METADATA_BYTES = 32_768
+MAX_ERROR_CHARS = 2_000
+# 53 bits: ids stay exact in JavaScript clients (Number.MAX_SAFE_INTEGER is 2**53 - 1).
+_ID_BITS = 53
+_EVENT_TYPES = {
+    dg.DagsterEventType.STEP_OUTPUT,
+    dg.DagsterEventType.STEP_FAILURE,
+    dg.DagsterEventType.RUN_CANCELING,
+    dg.DagsterEventType.RUN_FAILURE,
+}
+
+
+def execution_id(run_id: str, attempt: int = 0) -> int:
+    """The execution's stable id: derived from the run id, so it is the same while the run is live and once recorded.
+
+    `attempt` > 0 gives the alternatives the recorder tries should two run ids ever share an id (about one chance in
+    10**9 at a million runs); the stored id is authoritative.
+    """
+    text = run_id if attempt == 0 else f"{run_id}#{attempt}"
+    digest = hashlib.sha256(text.encode()).digest()
+    return (int.from_bytes(digest[:8], "big") >> (64 - _ID_BITS)) or 1
+
+
+def classify_run_end(status: dg.DagsterRunStatus, canceling_messages: Iterable[str]) -> str:
+    """The registry status of a finished run: success, failed, timeout (max runtime exceeded) or canceled."""
+    if any(MAX_RUNTIME_MARKER in (m or "") for m in canceling_messages):
+        return "timeout"
+    if status == dg.DagsterRunStatus.SUCCESS:
+        return "success"
+    if status == dg.DagsterRunStatus.CANCELED:
+        return "canceled"
+    return "failed"
+
+
+class ExecutionSummary(BaseModel):
+    """One `task_executions` row (the old scheduler's fields, plus what links it to Dagster)."""
+
+    id: int
+    run_id: str
+    task_id: int | None = None  # filled in by the recorder from the registry
+    task_name: str
+    has_task: bool  # the run carries a task tag (the task row's last_status follows it)
+    service: str | None
+    executor: str | None
+    priority: int | None
+    status: str
+    triggered_by: str | None
+    triggered_at: dt.datetime
+    started_at: dt.datetime | None
+    completed_at: dt.datetime | None
+    duration_seconds: float | None
+    output: str | None
+    error: str | None
+    retry_count: int
+    metadata: dict[str, Any]
+    scheduled_for: dt.datetime | None
+    parent_run_id: str | None
+    job_name: str
+    dagster_status: str
+
+    def row(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"has_task"})
+
+
+def utc(moment: dt.datetime) -> dt.datetime:
+    """Run storage returns naive UTC (Postgres) or aware datetimes."""
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
+
+
+def from_timestamp(timestamp: float | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC) if timestamp else None
+
+
+def as_int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def parse_minute(value: str | None) -> dt.datetime | None:
+    """The `maintenance/scheduled_minute` tag (local ISO minute with offset) as an aware UTC datetime."""
+    if not value:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment.astimezone(dt.UTC) if moment.tzinfo else None
+
+
+def triggered_by(run: dg.DagsterRun) -> str | None:
+    # Dagster's run retries copy the parent's tags (triggered_by=scheduler); the op re-tags its run as a retry, but a
+    # retry that died before its op started still carries the copy.
+    if run.parent_run_id or run.tags.get(TAG_PARENT_RUN_ID):
+        return "retry"
+    return run.tags.get(TAG_TRIGGERED_BY)
+
+
+def plain_metadata(entries: Mapping[str, Any]) -> dict[str, Any]:
+    """Dagster metadata values as JSON values (a value JSON cannot carry becomes its text)."""
+    plain: dict[str, Any] = {}
+    for key, value in entries.items():
+        raw = getattr(value, "value", value)
+        if isinstance(raw, dg.MetadataValue):  # e.g. a table value: keep its text
+            raw = str(raw)
+        plain[str(key)] = json.loads(json.dumps(raw, default=str))
+    size = len(json.dumps(plain))
+    if size > MAX_METADATA_BYTES:
+        return {"truncated": f"{size} bytes of metadata, over {MAX_METADATA_BYTES}", "keys": sorted(plain)}
+    return plain
+
+
+def summarize(instance: dg.DagsterInstance, record: dg.RunRecord) -> ExecutionSummary:
+    """The history row of a finished run (one read of its relevant events)."""
+    run = record.dagster_run
+    tags = run.tags
+    events = [r.event_log_entry.dagster_event for r in
+              instance.get_records_for_run(run.run_id, of_type=_EVENT_TYPES).records if r.event_log_entry.dagster_event]
+    canceling = [e.message or "" for e in events if e.event_type == dg.DagsterEventType.RUN_CANCELING]
+    metadata: dict[str, Any] = {}
+    failure_messages: list[str] = []
+    for event in events:
+        if event.event_type == dg.DagsterEventType.STEP_OUTPUT:
+            metadata.update(event.step_output_data.metadata)
+        elif event.event_type == dg.DagsterEventType.STEP_FAILURE:
+            data = event.step_failure_data
+            if data.user_failure_data is not None:
+                metadata.update(data.user_failure_data.metadata)
+                failure_messages.append(data.user_failure_data.description or "")
+            elif data.error is not None:
+                failure_messages.append(data.error.message.strip())
+        elif event.event_type == dg.DagsterEventType.RUN_FAILURE:
+            failure_messages.append(event.message or "")
+    status = classify_run_end(run.status, canceling)
+    started, ended = record.start_time, record.end_time
+    duration = round(ended - started, 3) if started and ended else None
+    error = tags.get(TAG_ERROR)
+    if not error and status != "success":
+        error = next((m for m in failure_messages if m), None) or next((m for m in canceling if m), None)
+    return ExecutionSummary(
+        id=execution_id(run.run_id),
+        run_id=run.run_id,
+        task_name=tags.get(TAG_TASK) or run.job_name,
+        has_task=bool(tags.get(TAG_TASK)),
+        service=tags.get(TAG_SERVICE),
+        executor=tags.get(TAG_EXECUTOR),
+        priority=as_int(tags.get(TAG_PRIORITY)),
+        status=status,
+        triggered_by=triggered_by(run),
+        triggered_at=utc(record.create_timestamp),
+        started_at=from_timestamp(started),
+        completed_at=from_timestamp(ended),
+        duration_seconds=duration,
+        output=tags.get(TAG_OUTPUT),
+        error=error[:MAX_ERROR_CHARS] if error else None,
+        retry_count=as_int(tags.get(TAG_RETRY_NUMBER)) or 0,
+        metadata=plain_metadata(metadata),
+        scheduled_for=parse_minute(tags.get(TAG_SCHEDULED_MINUTE)),
+        parent_run_id=run.parent_run_id or tags.get(TAG_PARENT_RUN_ID),
+        job_name=run.job_name,
+        dagster_status=run.status.value,
+    )
+
+
+__all__ = ["ExecutionSummary", "classify_run_end", "execution_id", "summarize"]
