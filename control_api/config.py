@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_settings import NoDecode
 
 from control_api.docs_page import DOCS_ASSET_PATHS
+from control_api.liveness import CodeServer, parse_code_servers
 from orchestration_core.settings import SettingsBase, platform_settings, secret
 
 DEFAULT_PUBLIC_PATHS = (
@@ -81,6 +82,12 @@ class ApiSettings(SettingsBase):
         description="internal: where --workers N keep their request counters (prometheus_client's variable)")
     # Hold pooled connections to Dagster storage (its default opens one per query) and cap statement time.
     optimize_instance: bool = Field(True, exclude=True)
+    # The deployment's code servers, pinged by /health and /metrics (control_api/liveness.py); comma-separated
+    # location=host:port in the environment, as in its workspace.yaml. Empty: none (the local stack's are
+    # subprocesses of the webserver and the daemon).
+    code_servers: Annotated[tuple[CodeServer, ...], NoDecode] = Field(
+        (), validation_alias=_env("code_servers", "CODE_SERVER_ADDRESSES"),
+        description="code servers to ping, e.g. racing_orchestration=code-racing:4000,maintenance_jobs=...")
 
     @field_validator("public_paths", mode="before")
     @classmethod
@@ -88,6 +95,11 @@ class ApiSettings(SettingsBase):
         if isinstance(value, str):
             return frozenset(p.strip() for p in value.split(",") if p.strip())
         return value
+
+    @field_validator("code_servers", mode="before")
+    @classmethod
+    def _code_servers(cls, value: Any) -> Any:
+        return parse_code_servers(value) if isinstance(value, str) else value
 
     @field_validator("dagster_ui_url", "dagster_webserver_url")
     @classmethod
