@@ -185,7 +185,10 @@ class MissedWindow:
 
 
 FRESHNESS_EXPECTATIONS: tuple[DailyDeadline | MaxAge, ...] = (
-    DailyDeadline("morning_scrape", time(6, 30)),
+    # The 06:00 scrape retries a failed or still-empty combination 3 times, 30 minutes apart (its documented retry
+    # window, racing_orchestration/ingestion/jobs.py): an ordinary retried morning succeeds by about 07:35. 08:00
+    # leaves its last attempts 30 minutes (tests/racing_orchestration/ingestion/test_scrape_freshness.py checks it).
+    DailyDeadline("morning_scrape", time(8, 0)),
     MaxAge("cleanup_job_runs", timedelta(hours=25)),
 )
 
