@@ -91,3 +91,22 @@ def alert_messages(stored: list[dict]) -> list[AlertMessage]:
 def alert_key(alertname: str, **labels: str) -> str:
     """The key a message line names an alert by (labels sorted, severity and tier left out, as slack.tmpl does)."""
     return " ".join([alertname, *(f"{k}={v}" for k, v in sorted(labels.items()))])
+
+
+ALERTS_DOC = REPO_ROOT / "docs" / "alerts.md"
+_PROMISE_ROW = re.compile(r"^\| (\w+) \| [^|]+ \| (\d+) min \| (\d+) min \|$")
+
+
+@dataclass(frozen=True)
+class Promise:
+    first_message_seconds: float
+    resolved_seconds: float
+
+
+def promises(text: str | None = None) -> dict[str, Promise]:
+    """docs/alerts.md's timing table: alert -> the minutes it promises to the first message and to "resolved"."""
+    found = {}
+    for line in (ALERTS_DOC.read_text() if text is None else text).splitlines():
+        if match := _PROMISE_ROW.match(line.strip()):
+            found[match.group(1)] = Promise(int(match.group(2)) * 60.0, int(match.group(3)) * 60.0)
+    return found
