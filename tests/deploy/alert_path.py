@@ -45,7 +45,7 @@ def prometheus_config(target_dir: Path, *, interval: str) -> Path:
     """The production prometheus.yml and alerts.yml under `target_dir`, scraping and evaluating every `interval`
     (the rules, their `for:` durations and thresholds unchanged)."""
     config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
-    config["global"] = {"scrape_interval": interval, "evaluation_interval": interval}
+    config["global"] = {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval}
     for job in config["scrape_configs"]:
         job.pop("scrape_timeout", None)  # must not exceed the interval
     target_dir.mkdir(parents=True, exist_ok=True)

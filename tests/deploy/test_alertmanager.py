@@ -72,6 +72,15 @@ def test_the_routing_test_can_fail() -> None:
     assert result.returncode != 0
 
 
+def test_the_live_tests_configuration_changes_only_the_timings(tmp_path: Path) -> None:
+    path = alertmanager_config(tmp_path, group_wait="30s", group_interval="30s")
+    result = amtool("check-config", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    generated, production = (yaml.safe_load(p.read_text()) for p in (path, ALERTMANAGER_CONFIG))
+    assert generated["route"].pop("group_interval") == "30s" and production["route"].pop("group_interval") == "5m"
+    assert generated == production
+
+
 def test_grouping_and_send_resolved_are_the_documented_ones() -> None:
     config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
     assert config["route"]["group_by"] == ["alertname", "location"]

@@ -114,3 +114,18 @@ def test_recording_rules_read_only_exported_metrics() -> None:
                                                      "alert_condition:task_overdue_seconds"}
     for rule in records:
         assert not unknown_metrics(rule["expr"], series_names()), rule["expr"]
+
+
+def test_the_live_tests_configuration_is_the_production_one_with_shorter_intervals(tmp_path: Path) -> None:
+    from tests.deploy.alert_path import prometheus_config
+
+    path = prometheus_config(tmp_path, interval="5s")
+    result = promtool("check", "config", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    generated, production = (yaml.safe_load(p.read_text()) for p in (path, PROMETHEUS_DIR / "prometheus.yml"))
+    assert generated["global"]["evaluation_interval"] == "5s"
+    assert {k: v for k, v in generated.items() if k != "global"} == {
+        **{k: v for k, v in production.items() if k not in ("global", "scrape_configs")},
+        "scrape_configs": [{k: v for k, v in job.items() if k != "scrape_timeout"}
+                           for job in production["scrape_configs"]]}
+    assert (tmp_path / "alerts.yml").read_text() == RULES_FILE.read_text()
