@@ -70,7 +70,7 @@ class ApiSettings(SettingsBase):
     heartbeat_max_age_seconds: float = Field(
         DEFAULT_HEARTBEAT_MAX_AGE_SECONDS, ge=0, allow_inf_nan=False,
         validation_alias=_env("heartbeat_max_age_seconds", "SCHEDULER_HEARTBEAT_MAX_AGE_SECONDS"),
-        description="daemon heartbeat age above which /stats reports the scheduler down")
+        description="daemon heartbeat age above which /stats, /health and /metrics count the daemon down")
     # Read-only pages (/executions, /stats) are served from memory for this long (0: off); see response_cache.py.
     cache_seconds: float = Field(DEFAULT_CACHE_SECONDS, ge=0, allow_inf_nan=False,
                                  validation_alias=_env("cache_seconds", "MAINTENANCE_API_CACHE_SECONDS"),
