@@ -41,13 +41,18 @@ def alertmanager_config(target_dir: Path, *, group_wait: str, group_interval: st
     return path
 
 
-def prometheus_config(target_dir: Path, *, interval: str) -> Path:
+def prometheus_config(target_dir: Path, *, interval: str, api_target: str | None = None) -> Path:
     """The production prometheus.yml and alerts.yml under `target_dir`, scraping and evaluating every `interval`
-    (the rules, their `for:` durations and thresholds unchanged)."""
+    (the rules, their `for:` durations and thresholds unchanged). `api_target`: scrape only the control API, there,
+    and send alerts nowhere (a Prometheus on this host, outside the compose network)."""
     config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
     config["global"] = {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval}
     for job in config["scrape_configs"]:
         job.pop("scrape_timeout", None)  # must not exceed the interval
+    if api_target:
+        config.pop("alerting")
+        config["scrape_configs"] = [job for job in config["scrape_configs"] if job["job_name"] == "control-api"]
+        config["scrape_configs"][0]["static_configs"] = [{"targets": [api_target]}]
     target_dir.mkdir(parents=True, exist_ok=True)
     (target_dir / "alerts.yml").write_text((PROMETHEUS_DIR / "alerts.yml").read_text())
     path = target_dir / "prometheus.yml"

@@ -76,6 +76,9 @@ def test_the_scrape_targets_the_control_api_and_alerts_go_to_alertmanager() -> N
     assert api_job["static_configs"][0]["targets"] == ["api:8090"]
     assert config["rule_files"] == ["alerts.yml"]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
+    # The metrics' `job` is the Dagster job: Prometheus must not replace it with the scrape job's name (it did until
+    # the live alert test ran a real Prometheus: JobFailureRateHigh summed every job as job="control-api").
+    assert api_job["honor_labels"] is True
 
 
 def test_every_rule_has_a_promtool_case() -> None:
