@@ -5,9 +5,10 @@ Run by hand:
 
 Ticks of every schedule and sensor of both code locations are written straight into the schedule storage of an
 embedded Postgres (as many per instigator as its interval gives over the same span: the 15 s sensors get most), then
-the newest ticks of all of them are read the two ways Dagster offers, side by side and alternating: one batch query
-(`get_batch_ticks`, a window over each instigator's ticks, what control_api/schedulers.py uses) and one indexed query
-per instigator (`get_ticks(limit=2)`). Reports medians and their ratio for each table size.
+the newest ticks of all of them are read three ways, side by side and alternating: the control API's tick states
+(one LATERAL query walking the (selector_id, timestamp) index per instigator, control_api/schedulers.py), Dagster's
+`get_batch_ticks` (a window ranking every stored tick of them) and one Dagster `get_ticks(limit=2)` per instigator.
+Reports medians and their ratio to the first, for each table size.
 """
 
 from __future__ import annotations
@@ -25,9 +26,17 @@ import dagster as dg  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus  # noqa: E402
 from dagster._core.storage.schedules.schema import JobTickTable  # noqa: E402
+from dagster_shared.error import SerializableErrorInfo  # noqa: E402
 from dagster_shared.serdes import serialize_value  # noqa: E402
 
-from control_api.schedulers import TICK_HISTORY, load_definitions, nominal_interval, selector_id, tick_states  # noqa: E402
+from control_api.schedulers import (  # noqa: E402
+    TICK_HISTORY,
+    load_definitions,
+    newest_ticks,
+    nominal_interval,
+    selector_id,
+    tick_states,
+)
 from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres  # noqa: E402
 
 BATCH = 5000
@@ -50,9 +59,12 @@ def seed(instance: dg.DagsterInstance, total: int, now: float) -> None:
         kind = InstigatorType.SENSOR if item.kind == "sensor" else InstigatorType.SCHEDULE
         for i in range(count):
             stamp = now - span + i * interval
-            status = TickStatus.FAILURE if i % 97 == 0 else TickStatus.SKIPPED
+            failed = i % 97 == 0
+            status = TickStatus.FAILURE if failed else TickStatus.SKIPPED
             body = TickData(instigator_origin_id=key, instigator_name=item.definition.name, instigator_type=kind,
-                            status=status, timestamp=stamp, selector_id=key, consecutive_failure_count=0)
+                            status=status, timestamp=stamp, selector_id=key, consecutive_failure_count=int(failed),
+                            error=SerializableErrorInfo("bench failure", [], "Exception") if failed else None,
+                            skip_reason=None if failed else "nothing due")
             rows.append({"job_origin_id": key, "selector_id": key, "status": status.value, "type": kind.value,
                          "timestamp": dt.datetime.fromtimestamp(stamp, dt.UTC).replace(tzinfo=None),
                          "tick_body": serialize_value(body)})
@@ -73,6 +85,10 @@ def per_instigator(instance: dg.DagsterInstance) -> None:
         instance.get_ticks(key, key, limit=TICK_HISTORY)
 
 
+def dagster_batch(instance: dg.DagsterInstance) -> None:
+    instance.get_batch_ticks([selector_id(item) for item in load_definitions()], limit=TICK_HISTORY)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ticks", type=int, nargs="+", default=[100_000, 400_000])
@@ -90,18 +106,25 @@ def main() -> None:
                 seed(instance, total - seeded, time.time())
                 seeded = total
                 print(f"\n{total} ticks in the table (seeded in {time.perf_counter() - started:.0f} s)")
-                batch, single = [], []
-                for _ in range(args.repeats):
-                    t0 = time.perf_counter()
-                    tick_states(instance)
-                    batch.append((time.perf_counter() - t0) * 1000)
-                    t0 = time.perf_counter()
-                    per_instigator(instance)
-                    single.append((time.perf_counter() - t0) * 1000)
-                b, s = statistics.median(batch), statistics.median(single)
-                print(f"  tick_states (batch query + states): median {b:.1f} ms (max {max(batch):.1f})")
-                print(f"  one get_ticks per instigator:        median {s:.1f} ms (max {max(single):.1f})")
-                print(f"  ratio batch / per-instigator: {b / s:.2f}")
+                ids = [selector_id(item) for item in load_definitions()]
+                assert {k: [t.tick_id for t in v] for k, v in newest_ticks(instance, ids, TICK_HISTORY).items()} == {
+                    k: [t.tick_id for t in v] for k, v in instance.get_batch_ticks(ids, TICK_HISTORY).items()}
+                variants = {
+                    "tick_states (newest_ticks: LATERAL, index)": lambda: tick_states(instance),
+                    "Dagster get_batch_ticks (window over all)": lambda: dagster_batch(instance),
+                    "one Dagster get_ticks per instigator": lambda: per_instigator(instance),
+                }
+                times: dict[str, list[float]] = {name: [] for name in variants}
+                for _ in range(args.repeats):  # alternating, so load changes hit every variant alike
+                    for name, run in variants.items():
+                        t0 = time.perf_counter()
+                        run()
+                        times[name].append((time.perf_counter() - t0) * 1000)
+                medians = {name: statistics.median(values) for name, values in times.items()}
+                base = medians["tick_states (newest_ticks: LATERAL, index)"]
+                for name, values in times.items():
+                    print(f"  {name:45s} median {medians[name]:8.1f} ms  max {max(values):8.1f} ms  "
+                          f"x{medians[name] / base:.1f}")
     finally:
         server.cleanup()
 

@@ -16,15 +16,20 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 import dagster as dg
+import sqlalchemy as sa
 from croniter import croniter
+from dagster_shared.serdes import deserialize_value
 from pydantic import BaseModel
 
 from maintenance_jobs.executors.scrub import scrub
 from orchestration_core.dagster_internals import (
     InstigatorSelector,
     InstigatorStatus,
+    InstigatorTick,
+    JobTickTable,
     ScheduleInstigatorData,
     SensorInstigatorData,
+    TickData,
     TickStatus,
 )
 from orchestration_core.run_outcome import outcome_of
@@ -184,11 +189,33 @@ def instigator_health_rows(items: tuple[Definition, ...], stored: dict[str, obje
     return rows
 
 
+def newest_ticks(instance: dg.DagsterInstance, selector_ids: list[str], limit: int) -> dict[str, list]:
+    """The newest `limit` ticks of each instigator, newest first, in one query that walks the tick table's
+    (selector_id, timestamp) index once per instigator. Dagster's own `get_batch_ticks` ranks every stored tick of
+    them (a window over the whole table): 1.7 s at 400k ticks against ~10 ms (bench/alert_metrics.py). Postgres
+    (LATERAL); Dagster's query elsewhere."""
+    storage = instance.schedule_storage
+    if not selector_ids or getattr(getattr(storage, "_engine", None), "dialect", None) is None \
+            or storage._engine.dialect.name != "postgresql":  # noqa: SLF001 (the storage's own engine)
+        return {key: list(ticks) for key, ticks in instance.get_batch_ticks(selector_ids, limit=limit).items()}
+    wanted = sa.values(sa.column("selector_id", sa.String), name="wanted").data([(key,) for key in selector_ids])
+    ticks = JobTickTable
+    newest = (sa.select(ticks.c.id, ticks.c.selector_id, ticks.c.tick_body)
+              .where(ticks.c.selector_id == wanted.c.selector_id)
+              .order_by(ticks.c.timestamp.desc()).limit(limit).lateral("newest"))
+    query = sa.select(newest.c.id, newest.c.selector_id, newest.c.tick_body).select_from(wanted.join(newest, sa.true()))
+    found: dict[str, list] = {}
+    with storage.connect() as conn:
+        for tick_id, key, body in conn.execute(query):
+            found.setdefault(key, []).append(InstigatorTick(tick_id, deserialize_value(body, TickData)))
+    return {key: sorted(items, key=lambda t: t.timestamp, reverse=True) for key, items in found.items()}
+
+
 def instigator_health(instance: dg.DagsterInstance, items: tuple[Definition, ...] | None = None) -> list[InstigatorHealth]:
     """Every schedule and sensor of both locations in two queries: all stored states, and the last tick of each."""
     items = load_definitions() if items is None else items
     stored = {state.selector_id: state for state in instance.all_instigator_state()}
-    batches = instance.get_batch_ticks([selector_id(item) for item in items], limit=1)
+    batches = newest_ticks(instance, [selector_id(item) for item in items], limit=1)
     last_ticks = {key: (ticks[0].timestamp, ticks[0].status.value.lower()) for key, ticks in batches.items() if ticks}
     return instigator_health_rows(items, stored, last_ticks)
 
@@ -284,6 +311,6 @@ def tick_states(instance: dg.DagsterInstance, items: tuple[Definition, ...] | No
     items = load_definitions() if items is None else items
     moment = now or dt.datetime.now(dt.UTC)
     stored = {state.selector_id: state for state in instance.all_instigator_state()}
-    batches = instance.get_batch_ticks([selector_id(item) for item in items], limit=TICK_HISTORY)
+    batches = newest_ticks(instance, [selector_id(item) for item in items], limit=TICK_HISTORY)
     return [tick_state(item, stored.get(selector_id(item)), list(batches.get(selector_id(item), [])), moment)
             for item in items]

@@ -11,7 +11,14 @@ somewhere in a page. The only other module reaching into `dagster._` is racing_o
 from __future__ import annotations
 
 from dagster._core.definitions.selector import InstigatorSelector
-from dagster._core.scheduler.instigation import InstigatorStatus, ScheduleInstigatorData, SensorInstigatorData, TickStatus
+from dagster._core.scheduler.instigation import (
+    InstigatorStatus,
+    InstigatorTick,
+    ScheduleInstigatorData,
+    SensorInstigatorData,
+    TickData,
+    TickStatus,
+)
 from dagster._core.storage.event_log.schema import (
     AssetEventTagsTable,
     ConcurrencySlotsTable,
@@ -21,6 +28,7 @@ from dagster._core.storage.event_log.schema import (
 from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
 from dagster._core.storage.runs.sql_run_storage import SqlRunStorage
+from dagster._core.storage.schedules.schema import JobTickTable
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 from dagster._grpc.client import DagsterGrpcClient
 from dagster._grpc.__generated__ import dagster_api_pb2
@@ -33,6 +41,8 @@ __all__ = [
     "ConcurrencySlotsTable",
     "InstigatorSelector",
     "InstigatorStatus",
+    "InstigatorTick",
+    "JobTickTable",
     "PendingStepsTable",
     "RunTagsTable",
     "RunsTable",
@@ -41,6 +51,7 @@ __all__ = [
     "SqlEventLogStorage",
     "SqlEventLogStorageTable",
     "SqlRunStorage",
+    "TickData",
     "TickStatus",
     "ping_code_server",
 ]

@@ -226,3 +226,25 @@ def test_the_step_retry_highest_number_per_job(api: RunningApi) -> None:
     assert flaky_job.execute_in_process(instance=api.instance).success  # two retries
     found = samples(api.client(None).get("/metrics").text)
     assert value(found, "orchestration_step_retry_highest", job="flaky_job", window="1h") == 2
+
+
+def test_newest_ticks_are_what_dagster_returns(pg_instance: dg.DagsterInstance) -> None:
+    """The control API's one-query tick read (index walk per instigator) against Dagster's own, on Postgres."""
+    from control_api.schedulers import newest_ticks
+    from orchestration_core.dagster_internals import TickData, TickStatus
+
+    from dagster._core.scheduler.instigation import InstigatorType
+
+    now = time.time()
+    for key, count in (("selector-a", 5), ("selector-b", 1)):
+        for i in range(count):
+            pg_instance.create_tick(TickData(
+                instigator_origin_id=key, instigator_name=key, instigator_type=InstigatorType.SENSOR,
+                status=TickStatus.SKIPPED, timestamp=now - 100 + (i * 7) % 30, selector_id=key,
+                skip_reason="nothing due"))
+    keys = ["selector-a", "selector-b", "selector-none"]
+    for limit in (1, 2, 3):
+        ours = {k: [t.tick_id for t in v] for k, v in newest_ticks(pg_instance, keys, limit).items()}
+        theirs = {k: [t.tick_id for t in v] for k, v in pg_instance.get_batch_ticks(keys, limit=limit).items() if v}
+        assert ours == theirs and len(ours["selector-a"]) == limit
+    assert newest_ticks(pg_instance, [], 2) == {}

@@ -46,9 +46,10 @@ def prometheus_config(target_dir: Path, *, interval: str, api_target: str | None
     (the rules, their `for:` durations and thresholds unchanged). `api_target`: scrape only the control API, there,
     and send alerts nowhere (a Prometheus on this host, outside the compose network)."""
     config = yaml.safe_load((PROMETHEUS_DIR / "prometheus.yml").read_text())
-    config["global"] = {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval}
-    for job in config["scrape_configs"]:
-        job.pop("scrape_timeout", None)  # must not exceed the interval
+    if interval != config["global"]["scrape_interval"]:
+        config["global"] = {"scrape_interval": interval, "evaluation_interval": interval, "scrape_timeout": interval}
+        for job in config["scrape_configs"]:
+            job.pop("scrape_timeout", None)  # must not exceed the interval
     if api_target:
         config.pop("alerting")
         config["scrape_configs"] = [job for job in config["scrape_configs"] if job["job_name"] == "control-api"]

@@ -78,6 +78,11 @@ BACKUP_TASK = "live_alert_backup"
 BACKUP_TIMEOUT_SECONDS = 20
 OVERDUE_AFTER_SECONDS = 60 + BACKUP_TIMEOUT_SECONDS + 60
 HEALTH_WITHIN_SECONDS = 30  # /health shows a down daemon or code server within this (issue 24)
+# Prometheus' scrape and evaluation interval and Alertmanager's group_interval. The test's shorter ones by default;
+# LIVE_ALERT_TIMINGS=production runs the production ones (30 s and 5 min: ~25 minutes), for RELIABILITY.md.
+TIMINGS = ({"interval": "30s", "group_interval": "5m", "group_interval_seconds": 300}
+           if os.environ.get("LIVE_ALERT_TIMINGS") == "production"
+           else {"interval": "5s", "group_interval": "30s", "group_interval_seconds": 30})
 PROMISES = promises()
 
 SENSOR_KEYS = {alert_key("InstigatorTicksFailing", location="racing_orchestration", type="sensor", name=name)
@@ -104,8 +109,8 @@ def stack():
             pytest.fail(f"CI=true but no Docker engine: {exc} (.ci/run installs Debian's docker.io)")
         pytest.skip(f"no Docker engine: {exc}")
     config_dir = work_dir / "alert-config"
-    prometheus_config(config_dir / "prometheus", interval="5s")
-    alertmanager_config(config_dir / "alertmanager", group_wait="30s", group_interval="30s")
+    prometheus_config(config_dir / "prometheus", interval=TIMINGS["interval"])
+    alertmanager_config(config_dir / "alertmanager", group_wait="30s", group_interval=TIMINGS["group_interval"])
     for path in config_dir.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)  # read by the images' nobody user
     config_dir.chmod(0o755)
@@ -123,6 +128,8 @@ def stack():
         live.up(ALERT_SERVICES)
         live.wait_healthy(ALERT_LONG_RUNNING)
         live.timings["up"] = round(time.monotonic() - up_started, 1)
+        live.timings["prometheus interval (s)"] = float(TIMINGS["interval"].rstrip("s"))
+        live.timings["alertmanager group_interval (s)"] = float(TIMINGS["group_interval_seconds"])
         yield live
     finally:
         live.down()
@@ -361,8 +368,8 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
                                                                   for k, v in found.items()}, indent=2) + "\n")
     if errors:
         raise errors[0]
-    # Settle: what the repairs resolve has been posted; anything else still to come would show now.
-    time.sleep(35)
+    # Settle: what the repairs resolve has been posted; anything else still to come shows within a group_interval.
+    time.sleep(TIMINGS["group_interval_seconds"] + 5)
     return found
 
 
@@ -401,5 +408,7 @@ def test_each_alert_is_posted_once_and_nothing_else_pages(faults: dict[str, Faul
 
 
 def test_after_the_repairs_nothing_but_the_watchdog_is_pending(faults: dict[str, Fault]) -> None:
-    active = {key: state for key, state in firing_alerts().items() if key not in ALLOWED_KEYS}
+    waiting = rules_waiting_a_day()
+    active = {key: state for key, state in firing_alerts().items()
+              if key not in ALLOWED_KEYS and not (key.split()[0] in waiting and state == "pending")}
     assert active == {}, active
