@@ -15,7 +15,8 @@ inhibitions are the production ones. The faults, each broken for real and repair
 - the daemon stopped (`docker compose stop daemon`), later started.
 
 The sensor and the task are broken together; the code server once the sensor has recovered (it would mute that
-location's alerts); the daemon once the task has recovered (it mutes every job alert). Timings go to
+location's alerts); the daemon once the task and the code server have recovered (it mutes every job alert, and
+starting it waits for the code servers). Timings go to
 test-artifacts/live-alerts-timings.json (RELIABILITY.md).
 """
 
@@ -301,7 +302,7 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
     daemon = Fault("daemon stopped", "DagsterDaemonDown", DAEMON_KEYS)
     target = stack.backups / "alerts"
     errors: list[BaseException] = []
-    sensor_done, task_done = threading.Event(), threading.Event()
+    sensor_done, task_done, code_done = threading.Event(), threading.Event(), threading.Event()
 
     def guarded(action: Callable[[], None], done: threading.Event | None = None) -> Callable[[], None]:
         def run() -> None:
@@ -341,7 +342,10 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
                   on_health=lambda body: body.get("code_servers", {}).get("racing_orchestration", "ok") != "ok")
 
     def daemon_fault() -> None:
+        # After the task (a down daemon mutes it and stops its recovery) and the code server: `docker compose start
+        # daemon` waits for the code servers it depends on to be healthy, so the two outages would run into each other.
         task_done.wait()
+        code_done.wait()
         run_fault(daemon, lambda: stack.compose("stop", "daemon", timeout=120),
                   lambda: stack.compose("start", "daemon", timeout=120),
                   PROMISES["DagsterDaemonDown"].first_message_seconds,
@@ -350,7 +354,7 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
     started = time.monotonic()
     threads = [threading.Thread(target=guarded(sensor_fault, sensor_done), daemon=True),
                threading.Thread(target=guarded(task_fault, task_done), daemon=True),
-               threading.Thread(target=guarded(code_server_fault), daemon=True),
+               threading.Thread(target=guarded(code_server_fault, code_done), daemon=True),
                threading.Thread(target=guarded(daemon_fault), daemon=True)]
     for thread in threads:
         thread.start()
@@ -366,11 +370,28 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
     (ARTIFACTS / "live-alerts-faults.json").parent.mkdir(exist_ok=True)
     (ARTIFACTS / "live-alerts-faults.json").write_text(json.dumps({k: asdict(v) | {"keys": sorted(v.keys)}
                                                                   for k, v in found.items()}, indent=2) + "\n")
+    save_diagnostics(stack)
     if errors:
         raise errors[0]
     # Settle: what the repairs resolve has been posted; anything else still to come shows within a group_interval.
     time.sleep(TIMINGS["group_interval_seconds"] + 5)
     return found
+
+
+def save_diagnostics(stack: ComposeStack) -> None:
+    """What the receiver got and what Prometheus saw, kept in test-artifacts for a failure's post-mortem."""
+    found: dict[str, object] = {}
+    try:
+        found["messages"] = received()
+        end = time.time()
+        for expr in ("orchestration_daemon_up", "orchestration_code_server_up", "ALERTS"):
+            response = httpx.get(f"{PROMETHEUS_URL}/api/v1/query_range", timeout=30,
+                                 params={"query": expr, "start": end - 3600, "end": end, "step": "15s"})
+            found[expr] = response.json().get("data", {}).get("result")
+    except (httpx.HTTPError, ValueError) as exc:
+        found["error"] = repr(exc)
+    found["daemon log"] = stack.logs("daemon", tail=200)
+    (ARTIFACTS / "live-alerts-diagnostics.json").write_text(json.dumps(found, indent=1) + "\n")
 
 
 @pytest.mark.parametrize("name", ["sensor", "task", "code_server", "daemon"])
