@@ -128,6 +128,12 @@ def stack():
         (live.backup_sources / "compose" / "app.yml").write_text("services: {app: {image: example}}\n")
         up_started = time.monotonic()
         live.up(ALERT_SERVICES)
+        # Seen once at load average 20-28: `up` returned 0 with prometheus only created (its dependency, the API, took
+        # longer than its healthcheck allows to come up). Start what was left, and say so in the timings.
+        left = [name for name in ALERT_LONG_RUNNING if live.states().get(name, {}).get("State") == "created"]
+        if left:
+            live.timings["services started by a second up"] = float(len(left))
+            live.up(left)
         live.wait_healthy(ALERT_LONG_RUNNING)
         live.timings["up"] = round(time.monotonic() - up_started, 1)
         live.timings["prometheus interval (s)"] = float(TIMINGS["interval"].rstrip("s"))
