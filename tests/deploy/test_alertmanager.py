@@ -103,7 +103,7 @@ class RunningAlertmanager:
         with self.receiver.lock:
             return alert_messages(list(self.receiver.messages))
 
-    def wait_for(self, what: str, predicate, timeout: float = 20) -> list[AlertMessage]:
+    def wait_for(self, what: str, predicate, timeout: float = 30) -> list[AlertMessage]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if predicate(found := self.messages()):
@@ -125,8 +125,9 @@ def alertmanager(tmp_path: Path) -> Iterator[RunningAlertmanager]:
     receiver, _ = serve()
     url_file = tmp_path / "webhook_url"
     url_file.write_text(f"http://127.0.0.1:{receiver.server_address[1]}/hooks/alerts")
-    # The production file with a 2 s group_wait and 2 s group_interval (30 s and 5 min in production).
-    config = alertmanager_config(tmp_path / "config", group_wait="2s", group_interval="2s", url_file=str(url_file))
+    # The production file with a 5 s group_wait and 3 s group_interval (30 s and 5 min in production): enough on a
+    # loaded host for all alerts of one post to be in before a group's first message.
+    config = alertmanager_config(tmp_path / "config", group_wait="5s", group_interval="3s", url_file=str(url_file))
     port = free_port()
     process = subprocess.Popen([binary, f"--config.file={config}", f"--storage.path={tmp_path / 'data'}",
                                 f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
