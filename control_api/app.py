@@ -241,6 +241,8 @@ def create_app(settings: ApiSettings) -> FastAPI:
         instance=lambda: state.instance,
         registry=lambda: state.registry,
         racing=lambda: state.racing,
+        heartbeat_max_age_seconds=settings.heartbeat_max_age_seconds,
+        code_servers=settings.code_servers,
     ))
 
     @asynccontextmanager

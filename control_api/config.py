@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_settings import NoDecode
 
 from control_api.docs_page import DOCS_ASSET_PATHS
+from control_api.liveness import CodeServer, parse_code_servers
 from orchestration_core.settings import SettingsBase, platform_settings, secret
 
 DEFAULT_PUBLIC_PATHS = (
@@ -72,7 +73,7 @@ class ApiSettings(SettingsBase):
     heartbeat_max_age_seconds: float = Field(
         DEFAULT_HEARTBEAT_MAX_AGE_SECONDS, ge=0, allow_inf_nan=False,
         validation_alias=_env("heartbeat_max_age_seconds", "SCHEDULER_HEARTBEAT_MAX_AGE_SECONDS"),
-        description="daemon heartbeat age above which /stats reports the scheduler down")
+        description="daemon heartbeat age above which /stats, /health and /metrics count the daemon down")
     # Read-only pages (/executions, /stats) are served from memory for this long (0: off); see response_cache.py.
     cache_seconds: float = Field(DEFAULT_CACHE_SECONDS, ge=0, allow_inf_nan=False,
                                  validation_alias=_env("cache_seconds", "MAINTENANCE_API_CACHE_SECONDS"),
@@ -88,6 +89,12 @@ class ApiSettings(SettingsBase):
         description="internal: where --workers N keep their request counters (prometheus_client's variable)")
     # Hold pooled connections to Dagster storage (its default opens one per query) and cap statement time.
     optimize_instance: bool = Field(True, exclude=True)
+    # The deployment's code servers, pinged by /health and /metrics (control_api/liveness.py); comma-separated
+    # location=host:port in the environment, as in its workspace.yaml. Empty: none (the local stack's are
+    # subprocesses of the webserver and the daemon).
+    code_servers: Annotated[tuple[CodeServer, ...], NoDecode] = Field(
+        (), validation_alias=_env("code_servers", "CODE_SERVER_ADDRESSES"),
+        description="code servers to ping, e.g. racing_orchestration=code-racing:4000,maintenance_jobs=...")
 
     @field_validator("public_paths", mode="before")
     @classmethod
@@ -95,6 +102,11 @@ class ApiSettings(SettingsBase):
         if isinstance(value, str):
             return frozenset(p.strip() for p in value.split(",") if p.strip())
         return value
+
+    @field_validator("code_servers", mode="before")
+    @classmethod
+    def _code_servers(cls, value: Any) -> Any:
+        return parse_code_servers(value) if isinstance(value, str) else value
 
     @field_validator("dagster_ui_url", "dagster_webserver_url")
     @classmethod

@@ -13,7 +13,7 @@ import datetime as dt
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import dagster as dg
@@ -21,13 +21,17 @@ import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from control_api.status import concurrent_limit
+from control_api import alert_metrics, overdue, schedulers
+from control_api.config import DEFAULT_HEARTBEAT_MAX_AGE_SECONDS
+from control_api.liveness import CodeServer, code_server_states, daemon_liveness, sensor_tick_inputs
+from control_api.status import concurrent_limit, heartbeat_ages
 from maintenance_jobs.database.tables import scheduled_tasks
 from orchestration_core.dagster_internals import RunsTable, RunTagsTable
 from orchestration_core.run_outcome import (
     TAG_ITEMS_FAILED,
     TAG_ITEMS_PROCESSED,
     TAG_KIND,
+    TAG_MAINTENANCE_TASK,
     TAG_OUTCOME,
     outcome_of,
 )
@@ -63,7 +67,7 @@ def _tag_join(key: str) -> sa.Alias:
 
 def recent_runs(conn: sa.Connection, since: dt.datetime, ended_since: float) -> list[RunRow]:
     """Runs created after `since` or ended after `ended_since`, with the tags the metrics read."""
-    keys = (TAG_OUTCOME, TAG_ITEMS_PROCESSED, TAG_ITEMS_FAILED, TAG_RETRY_NUMBER)
+    keys = (TAG_OUTCOME, TAG_ITEMS_PROCESSED, TAG_ITEMS_FAILED, TAG_RETRY_NUMBER, TAG_MAINTENANCE_TASK)
     aliases = {key: _tag_join(key) for key in keys}
     runs = RunsTable
     source = runs
@@ -113,6 +117,13 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
         for job, (done, bad) in sorted(items.items()):
             processed.add_metric([job, window], done)
             failed.add_metric([job, window], bad)
+    # Compared with each job's and each maintenance task's own limit by RetriesAboveMaximum.
+    highest = alert_metrics.highest_family(
+        "orchestration_run_retry_highest", "Highest run retry number among runs created in the window",
+        ["job", "task", "window"],
+        (((r.job, r.tags.get(TAG_MAINTENANCE_TASK, ""), window), _int(r.tags.get(TAG_RETRY_NUMBER)))
+         for window, span in WINDOWS.items() for r in rows if r.created > naive_now - span
+         and _int(r.tags.get(TAG_RETRY_NUMBER)) > 0))
     durations = HistogramMetricFamily("orchestration_run_duration_seconds",
                                       "Durations of runs finished in the last 24h", labels=["job"])
     cutoff = (now - WINDOWS["24h"]).timestamp()
@@ -122,7 +133,7 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
             by_job[r.job].append(r.end_time - r.start_time)
     for job, values in sorted(by_job.items()):
         durations.add_metric([job], histogram_buckets(values), sum_value=sum(values))
-    yield from (runs, retries, durations, processed, failed)
+    yield from (runs, retries, highest, durations, processed, failed)
 
 
 def live_families(conn: sa.Connection) -> Iterator[Metric]:
@@ -159,8 +170,9 @@ def live_families(conn: sa.Connection) -> Iterator[Metric]:
     yield from (active, queued, last)
 
 
-def step_retry_family(instance: dg.DagsterInstance, now: dt.datetime) -> Metric:
-    """STEP_RESTARTED events of the window; the n-th restart of a step in a run is retry number n."""
+def step_retry_families(instance: dg.DagsterInstance, now: dt.datetime) -> Iterator[Metric]:
+    """STEP_RESTARTED events of the window; the n-th restart of a step in a run is retry number n. Also the highest
+    number per job, which RetriesAboveMaximum compares with the job's own retry policy."""
     family = GaugeMetricFamily("orchestration_step_retries", "Step retry events by retry number",
                                labels=["job", "retry_number", "window"])
     since = (now - WINDOWS["24h"]).timestamp()
@@ -178,7 +190,10 @@ def step_retry_family(instance: dg.DagsterInstance, now: dt.datetime) -> Metric:
                 counts[(entry.job_name or "unknown", number, window)] += 1
     for (job, number, window), count in sorted(counts.items()):
         family.add_metric([job, str(number), window], count)
-    return family
+    yield family
+    yield alert_metrics.highest_family("orchestration_step_retry_highest",
+                                       "Highest step retry number in runs of the window", ["job", "window"],
+                                       (((job, window), number) for job, number, window in counts))
 
 
 def heartbeat_family(instance: dg.DagsterInstance) -> Metric:
@@ -288,10 +303,14 @@ class StorageCollector(Collector):
     """Collects at scrape time; `instance`, `registry` and `racing` are callables so they open lazily."""
 
     def __init__(self, instance: Callable[[], dg.DagsterInstance], registry: Callable[[], sa.Engine],
-                 racing: Callable[[], sa.Engine | None]) -> None:
+                 racing: Callable[[], sa.Engine | None], *,
+                 heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS,
+                 code_servers: Sequence[CodeServer] = ()) -> None:
         self._instance = instance
         self._registry = registry
         self._racing = racing
+        self._heartbeat_max_age = heartbeat_max_age_seconds
+        self._code_servers = tuple(code_servers)
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: nothing is queried when it is registered
@@ -302,11 +321,19 @@ class StorageCollector(Collector):
                                    labels=["source"])
         sources: dict[str, Callable[[], Iterator[Metric]]] = {
             "runs": lambda: self._runs(now),
-            "step_retries": lambda: iter([step_retry_family(self._instance(), now)]),
+            "step_retries": lambda: step_retry_families(self._instance(), now),
             "heartbeats": lambda: iter([heartbeat_family(self._instance())]),
             "registry": lambda: registry_families(self._registry(), self._instance()),
             "tab_requests": lambda: self._tab(now),
             "racing_day": lambda: racing_day_families(self._instance()),
+            # What the alert rules compare against (control_api/alert_metrics.py, docs/alerts.md).
+            "instigators": lambda: self._instigators(now),
+            "code_servers": lambda: alert_metrics.code_server_families(
+                code_server_states(self._code_servers)),
+            "task_schedules": self._task_schedules,
+            "job_schedules": lambda: alert_metrics.job_schedule_families(
+                overdue.scheduled_jobs(schedulers.load_definitions())),
+            "retry_limits": self._retry_limits,
         }
         for source, produce in sources.items():
             try:
@@ -327,6 +354,33 @@ class StorageCollector(Collector):
             live = list(live_families(conn))
         yield from run_families(rows, now)
         yield from live
+
+    def _instigators(self, now: dt.datetime) -> Iterator[Metric]:
+        """Each schedule's and sensor's tick state, and whether the daemon is up (the same rule as /health)."""
+        instance = self._instance()
+        states = schedulers.tick_states(instance, now=now)
+        yield from alert_metrics.instigator_families(states)
+        intervals, newest = sensor_tick_inputs(((s.running, s.last_tick_at, s.interval_seconds)
+                                                 for s in states if s.kind == "sensor"), now.timestamp())
+        ages = heartbeat_ages(instance.get_daemon_heartbeats(), now.timestamp())
+        liveness = daemon_liveness(ages, instance.get_required_daemon_types(), self._heartbeat_max_age, intervals,
+                                   newest)
+        yield GaugeMetricFamily("orchestration_daemon_up",
+                                "1 when every required daemon's heartbeat is fresh and its running sensors tick",
+                                value=1.0 if liveness.up else 0.0)
+
+    def _task_schedules(self) -> Iterator[Metric]:
+        tasks = overdue.enabled_task_schedules(self._registry())
+        successes = overdue.task_last_successes(self._instance(), (t.task for t in tasks))
+        yield from alert_metrics.task_schedule_families(tasks, successes)
+
+    def _retry_limits(self) -> Iterator[Metric]:
+        instance = self._instance()
+        jobs = list(schedulers.load_jobs().values())
+        default = instance.run_retries_max_retries if instance.run_retries_enabled else 0
+        tasks = overdue.enabled_task_schedules(self._registry())
+        yield from alert_metrics.retry_limit_families(alert_metrics.step_retry_limits(jobs),
+                                                      alert_metrics.run_retry_limits(jobs, default, tasks))
 
     def _tab(self, now: dt.datetime) -> Iterator[Metric]:
         racing = self._racing()

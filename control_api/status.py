@@ -10,7 +10,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
 import dagster as dg
@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from control_api import schedulers
 from control_api.config import SCHEDULING_DAEMONS
+from control_api.liveness import CodeServer, code_server_states, daemon_liveness, sensor_tick_inputs
 from control_api.executions import EXECUTION_STATUSES, execution_status
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.models import config_problem
@@ -50,18 +51,26 @@ class RefusedTask(BaseModel):
 
 
 class Health(BaseModel):
-    status: str  # ok | degraded (daemon stale) | unavailable (a database is unreachable)
+    # ok | degraded (the daemon is down or a code server does not answer) | unavailable (a database is unreachable)
+    status: str
     registry_database: str
     # Enabled tasks whose stored config the current settings refuse: never run until fixed, disabled or deleted
     # (every other task runs as usual). Not part of `status`: the tasks' own overdue alerts page for them.
     refused_tasks: list[RefusedTask] = []
     dagster_storage: str
+    # The daemon is up (control_api/liveness.py): every required daemon's heartbeat is fresh and its sensors tick.
     scheduler_running: bool
     daemon_heartbeat_age_seconds: dict[str, float]
     # Each schedule and sensor: running or stopped, and its last tick (the old racing scheduler's per-scheduler
     # state). `schedules_and_sensors_state` says whether that probe answered ("ok", "timed out ...", ...).
     schedules_and_sensors_state: str = "ok"
     schedules_and_sensors: list[schedulers.InstigatorHealth] = []
+    # Why the daemon counts as down (empty when it is up), and the age of the newest tick of its running sensors,
+    # which shows a stopped daemon within 30 s (its heartbeats alone take 90 s).
+    daemon_problems: list[str] = []
+    newest_sensor_tick_age_seconds: float | None = None
+    # Each code server of the deployment (CODE_SERVER_ADDRESSES): "ok", "unreachable (…)" or "timed out …".
+    code_servers: dict[str, str] = {}
 
 
 def heartbeat_ages(heartbeats: Mapping[str, object], now: float) -> dict[str, float]:
@@ -204,38 +213,62 @@ def refused_tasks(registry: sa.Engine) -> list[RefusedTask]:
     return refused
 
 
+def _sensor_ticks(rows: list[schedulers.InstigatorHealth], now: float) -> tuple[list[float], float | None]:
+    intervals = schedulers.sensor_intervals()
+    return sensor_tick_inputs(((row.running, row.last_tick_at.timestamp() if row.last_tick_at else None,
+                                intervals.get((row.location, row.name), schedulers.DEFAULT_SENSOR_INTERVAL_SECONDS))
+                               for row in rows if row.type == "sensor"), now)
+
+
 def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], registry: sa.Engine,
            max_heartbeat_age: float, *, probes: HealthProbes | None = None,
            deadline_seconds: float = PROBE_DEADLINE_SECONDS,
            instigators: Callable[[dg.DagsterInstance], list[schedulers.InstigatorHealth]] = schedulers.instigator_health,
+           code_servers: Sequence[CodeServer] = (),
+           ping: Callable[[CodeServer], None] | None = None,
            ) -> Health:
     """Never raises and returns within `deadline_seconds` (plus scheduling): each store that does not answer in
     time or fails is reported (by error class only: messages may hold URLs). `instance` may be a factory (opening
-    the instance is itself a database round trip). The schedules-and-sensors probe runs beside the other two under
-    the same deadline; its failure is reported in its own field and does not change `status` (a stopped sensor may
-    be an operator's choice; a stale daemon already makes it `degraded`)."""
+    the instance is itself a database round trip). The schedules-and-sensors probe and the code-server pings run
+    beside the other two under the same deadline. A stopped sensor may be an operator's choice and does not change
+    `status`; the daemon being down (stale heartbeats, or sensors that stopped ticking) or a code server that does not
+    answer makes it `degraded`."""
     probes = probes or HealthProbes()
     open_instance = (lambda: instance) if isinstance(instance, dg.DagsterInstance) else instance
     deadline = time.monotonic() + deadline_seconds
     registry_probe = probes.start("registry", lambda: refused_tasks(registry))
-    dagster_probe = probes.start("dagster", lambda: open_instance().get_daemon_heartbeats())
+    dagster_probe = probes.start("dagster", lambda: _heartbeats_and_required(open_instance()))
     instigator_probe = probes.start("instigators", lambda: instigators(open_instance()))
+    code_server_probe = probes.start("code_servers", lambda: code_server_states(code_servers, ping))
     registry_state, refused = _outcome(registry_probe, deadline, "registry database")
-    dagster_state, heartbeats = _outcome(dagster_probe, deadline, "Dagster storage")
+    dagster_state, daemons = _outcome(dagster_probe, deadline, "Dagster storage")
     instigator_state, instigator_rows = _outcome(instigator_probe, deadline, "schedule storage")
-    ages = heartbeat_ages(heartbeats, time.time()) if dagster_state == "ok" else {}
-    running = scheduler_running(ages, max_heartbeat_age)
+    code_server_state, pinged = _outcome(code_server_probe, deadline, "code servers")
+    now = time.time()
+    heartbeats, required = daemons if dagster_state == "ok" else ({}, ())
+    ages = heartbeat_ages(heartbeats, now)
+    intervals, newest_tick_age = _sensor_ticks(instigator_rows or [], now)
+    liveness = daemon_liveness(ages, required or SCHEDULING_DAEMONS, max_heartbeat_age, intervals, newest_tick_age)
+    servers = pinged if code_server_state == "ok" else {s.location: code_server_state for s in code_servers}
     if registry_state != "ok" or dagster_state != "ok":
         status = "unavailable"
     else:
-        status = "ok" if running else "degraded"
+        status = "ok" if liveness.up and all(state == "ok" for state in servers.values()) else "degraded"
     return Health(
         status=status,
         registry_database=registry_state,
         refused_tasks=refused or [],
         dagster_storage=dagster_state,
-        scheduler_running=running,
+        scheduler_running=dagster_state == "ok" and liveness.up,
         daemon_heartbeat_age_seconds=ages,
         schedules_and_sensors_state=instigator_state,
         schedules_and_sensors=instigator_rows or [],
+        daemon_problems=liveness.problems if dagster_state == "ok" else [],
+        newest_sensor_tick_age_seconds=None if newest_tick_age is None else round(newest_tick_age, 3),
+        code_servers=servers,
     )
+
+
+def _heartbeats_and_required(instance: dg.DagsterInstance) -> tuple[Mapping[str, object], list[str]]:
+    """The daemons' heartbeats and the daemon types this instance's configuration runs (all must beat)."""
+    return instance.get_daemon_heartbeats(), list(instance.get_required_daemon_types())

@@ -27,6 +27,9 @@ KIND_MAINTENANCE = "maintenance"
 # The maintenance task a run belongs to (maintenance_jobs.tags.TAG_TASK is this key); retention keeps each task's
 # latest success, so it is named here, below both packages.
 TAG_MAINTENANCE_TASK = "maintenance/task"
+# Schedule metadata: how long its job may go without a success (seconds), for a schedule whose cron alone does not say
+# (card_refresh skips its ticks once the day's last race has started). Read by the control API's overdue metrics.
+EXPECTED_INTERVAL_METADATA = "orchestration/expected_interval_seconds"
 
 _MAX_ERROR_TAG_CHARS = 500
 

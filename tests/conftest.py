@@ -77,6 +77,8 @@ def wiped_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.wipe()
+        # Schedule and sensor states and ticks too: a sensor one test stopped (or failed) must not leak into the next.
+        instance.wipe_all_schedules()
         yield instance
 
 

@@ -27,7 +27,7 @@ async def stats(state: State):
 def health(state: State):
     # Opening the instance is part of the Dagster probe: with its storage down that alone can hang or retry.
     result = status.health(lambda: state.instance, state.registry, state.settings.heartbeat_max_age_seconds,
-                           probes=state.health_probes)
+                           probes=state.health_probes, code_servers=state.settings.code_servers)
     return JSONResponse(result.model_dump(mode="json"), status_code=503 if result.status == "unavailable" else 200)
 
 

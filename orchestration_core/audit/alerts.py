@@ -6,7 +6,9 @@ after them posts "Recovered". A refresh every 30 minutes through a TAB outage wo
 
 The run-status sensors watch every code location (one Postgres run storage). Their cursor is Dagster's own event cursor,
 so each failure is posted once. Their functions return None after posting, because a returned value ends the tick after
-one run, while None lets a tick handle up to 5 runs.
+one run, while None lets a tick handle up to 5 runs. A function that returns None for some runs must never return a
+SkipReason for another run of the same tick: Dagster refuses such a tick (it fails, and the sensor never moves past
+it), so `partial_outcome_alert` logs "webhook disabled" instead of skipping.
 """
 
 from __future__ import annotations
@@ -142,7 +144,10 @@ def partial_outcome_alert(context: dg.RunStatusSensorContext, alert_webhook: Ale
     if not partial and run.tags.get(TAG_ALERTS) != ALERT_ON_CHANGE:
         return None  # nothing to say about a clean success; keep going through this tick's runs
     if not alert_webhook.enabled:
-        return dg.SkipReason(DISABLED_REASON)
+        # Logged, not a SkipReason: the tick's other runs returned None, and Dagster refuses a tick that mixes the
+        # two (the sensor then fails on every tick and never moves past this run).
+        context.log.info(f"{run.job_name} run {run.run_id}: not posted, {DISABLED_REASON}")
+        return None
     change, previous = _change(context.instance, run) or (None, None)
     if change == Change.REPEAT:
         context.log.info(f"{run.job_name} run {run.run_id} partial again: alerted on the first, next on recovery")
@@ -180,7 +185,10 @@ class MissedWindow:
 
 
 FRESHNESS_EXPECTATIONS: tuple[DailyDeadline | MaxAge, ...] = (
-    DailyDeadline("morning_scrape", time(6, 30)),
+    # The 06:00 scrape retries a failed or still-empty combination 3 times, 30 minutes apart (its documented retry
+    # window, racing_orchestration/ingestion/jobs.py): an ordinary retried morning succeeds by about 07:35. 08:00
+    # leaves its last attempts 30 minutes (tests/racing_orchestration/ingestion/test_scrape_freshness.py checks it).
+    DailyDeadline("morning_scrape", time(8, 0)),
     MaxAge("cleanup_job_runs", timedelta(hours=25)),
 )
 

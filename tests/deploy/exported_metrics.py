@@ -25,6 +25,26 @@ EXPORTED_METRICS: dict[str, str] = {
     "maintenance_tasks_enabled": "gauge",
     "maintenance_concurrent_limit": "gauge",
     "maintenance_api_requests_total": "counter",
+    # What the alert rules compare against (issue 24, docs/alerts.md).
+    "orchestration_run_retry_highest": "gauge",
+    "orchestration_run_retry_limit": "gauge",
+    "orchestration_step_retry_highest": "gauge",
+    "orchestration_step_retry_limit": "gauge",
+    "orchestration_instigator_running": "gauge",
+    "orchestration_instigator_last_tick_timestamp_seconds": "gauge",
+    "orchestration_instigator_failed_ticks_in_a_row": "gauge",
+    "orchestration_instigator_interval_seconds": "gauge",
+    "orchestration_instigator_tick_late_seconds": "gauge",
+    "orchestration_instigator_last_error_info": "gauge",
+    "orchestration_daemon_up": "gauge",
+    "orchestration_code_server_up": "gauge",
+    "orchestration_job_expected_interval_seconds": "gauge",
+    "orchestration_job_grace_seconds": "gauge",
+    "maintenance_task_last_success_timestamp_seconds": "gauge",
+    "maintenance_task_created_timestamp_seconds": "gauge",
+    "maintenance_task_expected_interval_seconds": "gauge",
+    "maintenance_task_grace_seconds": "gauge",
+    "maintenance_api_metrics_errors": "gauge",
 }
 
 _SERIES_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": (), "gauge": ()}

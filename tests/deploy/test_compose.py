@@ -31,7 +31,7 @@ COMPOSE = load_compose()
 COMPOSE_STRINGS = "\n".join(string_values(COMPOSE))
 SERVICES: dict = COMPOSE["services"]
 ONE_SHOT = {"migrate"}
-STATEFUL = {"postgres", "prometheus", "grafana"}
+STATEFUL = {"postgres", "prometheus", "alertmanager", "grafana"}
 DOCKER_SOCKET = "/var/run/docker.sock"
 DOCKERFILES = (REPO_ROOT / "deploy" / "Dockerfile.dagster", REPO_ROOT / "deploy" / "Dockerfile.user_code")
 # The daemon launches and monitors run containers; the webserver's Terminate button stops them.
@@ -304,3 +304,32 @@ def test_run_containers_mount_the_compose_volumes_by_their_fixed_names() -> None
 def test_manual_triggers_reach_the_webserver_by_its_service_name() -> None:
     url = SERVICES["api"]["environment"]["DAGSTER_WEBSERVER_URL"]
     assert url == f"http://webserver:{SERVICES['webserver']['command'][SERVICES['webserver']['command'].index('-p') + 1]}"
+
+
+def test_the_api_pings_the_code_servers_of_the_workspace() -> None:
+    """/health and /metrics ping each code server at CODE_SERVER_ADDRESSES: the same addresses the daemon loads."""
+    from control_api.liveness import parse_code_servers
+
+    servers = [entry["grpc_server"] for entry in
+               yaml.safe_load((REPO_ROOT / "deploy" / "workspace.yaml").read_text())["load_from"]]
+    pinged = parse_code_servers(SERVICES["api"]["environment"]["CODE_SERVER_ADDRESSES"])
+    assert [(s.location, s.host, s.port) for s in pinged] == [
+        (server["location_name"], server["host"], server["port"]) for server in servers]
+
+
+def test_alertmanager_is_the_prometheus_alert_path_to_the_run_alerts_webhook() -> None:
+    prometheus = yaml.safe_load((REPO_ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    [target] = prometheus["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    service = SERVICES["alertmanager"]
+    assert target == "alertmanager:9093" and "9093" in service["ports"][0]
+    assert SERVICES["prometheus"]["depends_on"]["alertmanager"]["condition"] == "service_healthy"
+    # The same webhook as the run alerts, written by the entrypoint to the tmpfs the config's api_url_file reads.
+    assert service["environment"]["ALERT_WEBHOOK_URL"] == "${ALERT_WEBHOOK_URL:-}"
+    assert SERVICES["daemon"]["environment"]["ALERT_WEBHOOK_URL"] == "${ALERT_WEBHOOK_URL:-}"
+    config = yaml.safe_load((REPO_ROOT / "deploy" / "alertmanager" / "alertmanager.yml").read_text())
+    url_files = {slack["api_url_file"] for receiver in config["receivers"] for slack in receiver["slack_configs"]}
+    assert url_files == {"/run/alertmanager/webhook_url"}
+    assert service["tmpfs"] == ["/run/alertmanager"]
+    entrypoint = (REPO_ROOT / "deploy" / "alertmanager" / "entrypoint.sh").read_text()
+    assert 'url_file=/run/alertmanager/webhook_url' in entrypoint and "exec /bin/alertmanager" in entrypoint
+    assert "alertmanager-data:/alertmanager" in service["volumes"]

@@ -3,8 +3,9 @@
 Used by the live production test (tests/production/test_live_production.py) and by benchmarks that need the compose
 form. It builds base-image stand-ins where no registry is reachable (standins/build_standin_images.sh), builds the
 two project images from deploy/Dockerfile.*, writes a generated env file (never the repository's `.env`), and runs
-`docker compose` with the production file plus a test-only override (the simulated TAB feed). `down()` removes every
-container, network and volume it made, run containers included; built images are kept so the next run reuses them.
+`docker compose` with the production file plus test-only overrides (the simulated TAB feed; for the alert test a
+webhook receiver and shorter Prometheus/Alertmanager timings). `down()` removes every container, network and volume it
+made, run containers included; built images are kept so the next run reuses them.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class ComposeStack:
     image_tag: str = "live"
     sim_args: Sequence[str] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    overrides: Sequence[Path] = (OVERRIDE_FILE,)
+    extra_env: dict[str, str] = field(default_factory=dict)  # more variables for the env file (the overrides' own)
 
     def __post_init__(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -114,6 +117,7 @@ class ComposeStack:
             "EXPORTS_DIR": str(self.exports),
             "DAGSTER_UI_URL": DAGSTER_URL,
             "SIM_ARGS": " ".join(self.sim_args),
+            **self.extra_env,
         }
         if self.env_file.exists():  # keep the secrets of an existing deployment (its volumes hold them)
             old = dict(line.split("=", 1) for line in self.env_file.read_text().splitlines() if "=" in line)
@@ -129,8 +133,9 @@ class ComposeStack:
 
     # --- compose --------------------------------------------------------------------------------------------------
     def compose(self, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        files = [arg for override in self.overrides for arg in ("-f", str(override))]
         command = [compose_binary(), "--project-directory", str(REPO_ROOT), "-f", str(REPO_ROOT / "docker-compose.yml"),
-                   "-f", str(OVERRIDE_FILE), "--env-file", str(self.env_file), *args]
+                   *files, "--env-file", str(self.env_file), *args]
         return self._run(command, timeout=timeout, check=check)
 
     def up(self, services: Sequence[str] = SERVICES) -> None:

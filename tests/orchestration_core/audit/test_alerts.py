@@ -110,6 +110,34 @@ def test_a_job_alerting_on_change_alerts_once_per_outage_and_on_recovery(pg_inst
     assert len(webhook.posts) == 5
 
 
+@pytest.mark.parametrize("with_webhook", [False, True], ids=["no-webhook", "webhook"])
+def test_a_tick_mixing_on_change_and_plain_runs_is_accepted(pg_instance, webhook, with_webhook: bool) -> None:
+    """One tick of partial_outcome_alert over a plain success, then a partial run and a recovery of a job alerting
+    on change. Dagster refuses a tick whose runs return both None (a run reaction) and a SkipReason: the sensor must
+    answer every run the same way, with a webhook or without (the compose default), and move past all of them."""
+    factory = RunFactory(pg_instance)
+    on_change = {"orchestration/alerts": "on_change"}
+    factory.recorded(S.FAILURE, tags=on_change)  # the on-change job's previous run: its next success is a recovery
+    hook = AlertWebhook(url=webhook.url) if with_webhook else AlertWebhook()
+    ticker = Ticker(partial_outcome_alert, pg_instance, hook)
+    ticker.tick()  # the first tick only sets the cursor
+    factory.recorded(S.SUCCESS)
+    partial = factory.recorded(S.SUCCESS, tags=partial_tags(3, 1))
+    recovered = factory.recorded(S.SUCCESS, tags=on_change)
+    factory.recorded(S.SUCCESS)
+
+    result = ticker.tick()  # without a webhook this raised CheckError (reactions and a SkipReason) before the fix
+
+    assert {reaction.dagster_run.run_id for reaction in result.dagster_run_reactions} >= {partial.run_id,
+                                                                                         recovered.run_id}
+    titles = [p["text"].splitlines()[0] for p in webhook.posts]
+    assert titles == (["Partial outcome: audit_sample_job", "Recovered: audit_sample_job"] if with_webhook else [])
+    factory.recorded(S.SUCCESS, tags=partial_tags(2, 2))
+    later = ticker.tick()  # the cursor moved past the mixed tick: only the new run is seen
+    assert len(later.dagster_run_reactions) == 1
+    assert len(webhook.posts) == (3 if with_webhook else 0)
+
+
 def test_disabled_webhook_skips_with_reason(pg_instance, webhook) -> None:
     ticker = Ticker(run_failure_alert, pg_instance, AlertWebhook())
     ticker.tick()

@@ -5,9 +5,12 @@
 #   python:3.11-slim-bookworm  <- a Debian 12 minbase rootfs (debootstrap) with Debian's Python 3.11 and pip
 #   postgres:16.4-alpine       <- that rootfs plus Debian's postgresql-15 and an entrypoint doing what the official
 #                                 image's does for this project (initdb, POSTGRES_* roles, initdb.d scripts once)
+#   prom/prometheus:v2.54.1    <- that rootfs plus Debian's prometheus (2.42), laid out like the official image
+#   prom/alertmanager:v0.27.0  <- that rootfs plus Debian's prometheus-alertmanager (0.25), likewise
 # Each carries the label org.racing-orchestration.standin=true. An image already present under a name (a real one
 # pulled from a registry, or a stand-in from an earlier run) is kept, so this is a no-op on a machine that has them.
-# Grafana and Prometheus have no stand-in: the live test leaves them out (their files are tested statically).
+# Grafana has no Debian package and no stand-in: the live test leaves it out (its files are tested statically).
+# The names must be docker-compose.yml's (tests/deploy/test_compose.py checks them).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -55,5 +58,16 @@ fi
 if ! have_image postgres:16.4-alpine; then
     log "building postgres:16.4-alpine (stand-in: Debian postgresql-15)"
     DOCKER_BUILDKIT=0 "$docker" build -q -t postgres:16.4-alpine -f "$here/Dockerfile.postgres" "$here" >/dev/null
+fi
+
+if ! have_image prom/prometheus:v2.54.1; then
+    log "building prom/prometheus:v2.54.1 (stand-in: Debian prometheus)"
+    DOCKER_BUILDKIT=0 "$docker" build -q -t prom/prometheus:v2.54.1 -f "$here/Dockerfile.prometheus" "$here" >/dev/null
+fi
+
+if ! have_image prom/alertmanager:v0.27.0; then
+    log "building prom/alertmanager:v0.27.0 (stand-in: Debian prometheus-alertmanager)"
+    DOCKER_BUILDKIT=0 "$docker" build -q -t prom/alertmanager:v0.27.0 -f "$here/Dockerfile.alertmanager" "$here" \
+        >/dev/null
 fi
 log "stand-in images ready"
