@@ -37,11 +37,13 @@ from local_stack.embedded_postgres import start_embedded_postgres
 from local_stack.stack import LocalStack, StackOptions, free_port
 from orchestration_core.postgres import psycopg2_url
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
+from tests.conftest import REPO_ROOT
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 API_KEY = "outage-test-key"
+ARTIFACTS = REPO_ROOT / "test-artifacts"
 RACE_EVERY = dt.timedelta(minutes=2)
 # A race every 2 minutes from 1 minute before the feed starts; post-race results are Final well before T+5. A race's
 # T+5 meets the T-15 of the race ten places later at its start + 5 min: the first such moments come 4, 6, 8, ...
@@ -261,6 +263,8 @@ def outage_run(outage_stack) -> OutageRun:
     report.insert(0, f"races loaded {(loaded_at - feed_started).total_seconds():.0f} s after the feed started; "
                      f"first outage {(outages[0].stopped_at - loaded_at).total_seconds():.0f} s after that")
     print("\n".join(report))
+    ARTIFACTS.mkdir(exist_ok=True)  # the figures also when the output is captured (make test runs side by side)
+    (ARTIFACTS / "postgres-outage-report.txt").write_text("\n".join(report) + "\n")
     return OutageRun(stack, starts, due, late, rows, outages, "\n".join(report))
 
 
