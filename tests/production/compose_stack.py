@@ -67,6 +67,8 @@ class ComposeStack:
     image_tag: str = "live"
     sim_args: Sequence[str] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    # Set by a test that checked `down()` left no container, network or volume: a fixture's teardown need not repeat it.
+    removal_verified: bool = False
 
     def __post_init__(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
