@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-unit test-live bench clean
+.PHONY: install run test test-fast test-unit test-live bench clean
 
 install: $(STAMP)
 
@@ -18,8 +18,20 @@ $(STAMP): pyproject.toml
 run: install
 	$(BIN)/python -m local_stack $(SIM_ARGS)
 
+# Side by side on TEST_WORKERS pytest-xdist workers. Each test file runs whole on one worker, tests/production as one
+# unit (one Docker engine, fixed ports); the long units (the compose deployment, the Postgres outage, the live stack)
+# start first, each on a worker of its own, and the other workers share the rest (tests/conftest.py). Four suit the
+# 2-core reference machine: the long units mostly wait on their stacks.
+TEST_WORKERS ?= 4
+
 test: install
-	$(BIN)/python -m pytest --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)
+
+# The inner loop: everything that needs no Docker engine and no whole stack (markers `production` and `slow`), side by
+# side. `make test` and CI run everything.
+FAST_WORKERS ?= 3
+test-fast: install
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) -m 'not slow and not production' $(PYTEST_ARGS)
 
 # The compose deployment on a real Docker engine (part of `make test` too); needs docker.io and debootstrap, and root
 # to start dockerd when no engine is running.

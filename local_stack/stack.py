@@ -7,6 +7,7 @@ prove is what a newcomer runs.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,9 +26,38 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_SECONDS = 20.0
 
 
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PICKED_PORT = 20000
+_PORT_PICKER = random.SystemRandom()  # never the seeded global generator: two processes must not pick alike
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The ports the kernel hands out for bind(0) and outgoing connections (Linux default 32768-60999)."""
+    try:
+        low, high = (int(part) for part in EPHEMERAL_PORTS.read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as sock:
+    """A TCP port on 127.0.0.1 that is free right now, picked below the kernel's ephemeral range.
+
+    A port handed to a process that binds it seconds later (the stack's webserver, feed and API) must not be given
+    to anyone else meanwhile: the kernel never hands out a port below its ephemeral range for bind(0) or an outgoing
+    connection, so only another pick like this one could take it (tests run side by side, each worker picking).
+    """
+    low, _ = ephemeral_port_range()
+    if low - LOWEST_PICKED_PORT >= 1000:
+        for _ in range(50):
+            port = _PORT_PICKER.randrange(LOWEST_PICKED_PORT, low)
+            with socket.socket() as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # in use
+                return port
+    with socket.socket() as sock:  # an unusual port range: let the kernel choose
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 

@@ -23,10 +23,65 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TAB_SAMPLES_DIR = REPO_ROOT / "tests" / "racing_orchestration" / "tab" / "samples"  # real API responses, in the repo
 TEST_SERVER_PREFIX = "racing-test-pg-"  # the session's embedded Postgres: <temp dir>/racing-test-pg-…/pgdata
 
+# --- Side by side (`make test` runs the suite on several pytest-xdist workers) --------------------------------------
+# Each test file is a unit one worker runs whole, in file order, so module-scoped fixtures (a webserver, a migrated
+# database, a whole stack) start once; everything under tests/production is one unit, because one Docker engine, the
+# compose project `racing-orchestration` and the published ports 3000/8090 allow one deployment at a time. The long
+# units are queued first, longest first, so each starts at once on a worker of its own while the other workers share
+# the rest. xdist's own `--dist loadgroup` would read `xdist_group` marks, but with pytest 9.2's structured node ids
+# it silently stops grouping (pytest-dev/pytest-xdist#1386): the units are therefore cut from the node ids' paths by
+# the scheduler below. What a new long test must do to keep `make test` within 20 minutes: BENCHMARKS.md ("Test
+# suite").
+DOCKER_ENGINE_GROUP = "docker-engine"
+LONG_GROUPS = (
+    DOCKER_ENGINE_GROUP,  # the compose deployment on the real engine (image builds, up, restarts, upgrade)
+    "tests/reliability/test_postgres_outage.py",  # a whole stack through two Postgres outages (the window is fixed)
+    "tests/e2e/test_live_stack.py",  # the `make run` stack driven through GraphQL, REST and Chromium
+)
+
+
+def xdist_group_of(path: str) -> str:
+    """The unit (xdist scope) of a test file given by its path from the repository root (posix separators)."""
+    return DOCKER_ENGINE_GROUP if path.startswith("tests/production/") else path
+
+
+def group_of_node(nodeid: str) -> str:
+    return xdist_group_of(nodeid.split("::", 1)[0])
+
+
+def long_first(groups: list[str]) -> list[str]:
+    """`groups` in the order xdist should start them: LONG_GROUPS in their order, then the others as collected."""
+    rank = {group: index for index, group in enumerate(LONG_GROUPS)}
+    return sorted(dict.fromkeys(groups), key=lambda group: rank.get(group, len(LONG_GROUPS)))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker (each sorts the same way); a plain run keeps file order
+        order = {group: index for index, group in enumerate(long_first([group_of_node(i.nodeid) for i in items]))}
+        items.sort(key=lambda item: order[group_of_node(item.nodeid)])  # stable: file order within a unit
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist (the test extra installs it)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Whatever `--dist` load mode is asked for, the units above: never two deployments on the one engine."""
+    if config.getvalue("dist") == "each":  # every test on every worker: nothing to split
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of_node(nodeid)
+
+    config.option.loadscopereorder = False  # queue the units in the workers' collection order: long ones first
+    return SuiteScheduling(config, log)
+
 
 @pytest.fixture(scope="session")
 def postgres_server_url() -> Iterator[str]:
-    """URL of a Postgres server's admin database; tests create their own databases on it."""
+    """URL of a Postgres server's admin database; tests create their own databases on it.
+
+    Under xdist each worker process starts its own server (in a temp folder of its own, on its own socket): no
+    worker waits for another's, and a worker that ends cannot stop a server another still uses."""
     if url := os.environ.get("TEST_DATABASE_URL"):
         yield psycopg2_url(url)
         return

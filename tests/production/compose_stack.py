@@ -70,6 +70,8 @@ class ComposeStack:
     timings: dict[str, float] = field(default_factory=dict)
     overrides: Sequence[Path] = (OVERRIDE_FILE,)
     extra_env: dict[str, str] = field(default_factory=dict)  # more variables for the env file (the overrides' own)
+    # Set by a test that checked `down()` left no container, network or volume: a fixture's teardown need not repeat it.
+    removal_verified: bool = False
 
     def __post_init__(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -147,6 +149,17 @@ class ComposeStack:
         for container in self.run_containers(all_states=True):
             self._run(["docker", "rm", "-f", container], check=False)
         self.compose("down", "-v", "--remove-orphans", "--timeout", "5", timeout=300, check=False)
+
+    def remove_leftovers(self) -> None:
+        """Before starting: what an interrupted run left behind. Beyond `down()`: a volume of this project that the
+        compose files in use do not name (left by a deployment run with another override file, or by an older compose
+        file) is not removed by `down -v`; the project label finds it. (`down()` alone is what the teardown test
+        checks, so it must clean up on its own.)"""
+        self.down()
+        leftover = self._run(["docker", "volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}"],
+                             check=False).stdout.split()
+        if leftover:
+            self._run(["docker", "volume", "rm", "-f", *leftover], check=False)
 
     def states(self) -> dict[str, dict]:
         """Service name -> its container's `docker compose ps` record (State, Health, ExitCode)."""

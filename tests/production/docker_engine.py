@@ -49,22 +49,19 @@ class DockerEngine:
     started_here: bool
     pid: int | None = None
     log_path: Path | None = None
+    process: subprocess.Popen | None = None  # the dockerd this module started
 
     def stop(self) -> None:
-        if not self.started_here or self.pid is None:
+        if not self.started_here or self.process is None:
             return
+        self.process.send_signal(signal.SIGTERM)
+        # wait() reaps it: a dockerd that exited stays a zombie until then, and polling its pid with kill(pid, 0)
+        # found it "alive" until the deadline (60 s lost at the end of every run that started the engine).
         try:
-            os.kill(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.5)
-        os.kill(self.pid, signal.SIGKILL)
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
 
 
 def ensure_engine(state_dir: Path) -> DockerEngine:
@@ -98,7 +95,7 @@ def ensure_engine(state_dir: Path) -> DockerEngine:
         if process.poll() is not None:
             raise DockerUnavailable(f"dockerd exited with {process.returncode}: see {log_path}")
         if engine_answers(timeout=5):
-            return DockerEngine(started_here=True, pid=process.pid, log_path=log_path)
+            return DockerEngine(started_here=True, pid=process.pid, log_path=log_path, process=process)
         time.sleep(0.5)
     process.kill()
     raise DockerUnavailable(f"dockerd did not answer within 60 s: see {log_path}")

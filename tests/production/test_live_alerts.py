@@ -122,7 +122,7 @@ def stack():
     started = time.monotonic()
     try:
         live.write_env()
-        live.down()
+        live.remove_leftovers()
         live.build_images()
         (live.backup_sources / "compose").mkdir()
         (live.backup_sources / "compose" / "app.yml").write_text("services: {app: {image: example}}\n")

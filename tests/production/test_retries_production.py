@@ -72,7 +72,7 @@ def stack():
     live = ComposeStack(work_dir=work_dir, image_tag=IMAGE_TAG)
     try:
         live.write_env()
-        live.down()
+        live.remove_leftovers()
         live.build_images()
         install_test_plugins(live)
         live.up()

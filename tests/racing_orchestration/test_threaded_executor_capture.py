@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from racing_orchestration.threaded_executor import threadpool_executor
 
 pytestmark = pytest.mark.integration
+WIDTH = 4  # mapped steps of limited_job
 
 
 @dg.op(out=dg.DynamicOut(int))
@@ -38,9 +40,15 @@ def talking_job():
     total(spread().map(talk).collect())
 
 
-@dg.op(tags={"tab/api": "combinations"})
-def limited(i: int) -> dict:
+@dg.op(tags={"tab/api": "combinations"}, config_schema={"meet_in": dg.Field(str, default_value="")})
+def limited(context, i: int) -> dict:
+    """Holds 0.2 s; with `meet_in` (a folder) it first waits, at most 10 s, until every step of the run has started:
+    steps the executor lets run at once then overlap however late a loaded machine starts their threads."""
     started = time.monotonic()
+    if meet_in := context.op_config["meet_in"]:
+        (Path(meet_in) / f"started-{i}").touch()
+        while len(list(Path(meet_in).iterdir())) < WIDTH and time.monotonic() < started + 10:
+            time.sleep(0.01)
     time.sleep(0.2)
     return {"started": started, "ended": time.monotonic()}
 
@@ -81,9 +89,13 @@ def test_every_steps_output_is_in_the_runs_compute_log(pg_instance: dg.DagsterIn
 
 
 @pytest.mark.parametrize(("limits", "expected_peak"), [([{"key": "tab/api", "limit": 1}], 1), (None, 4)])
-def test_tag_concurrency_limits_bound_the_tagged_steps(pg_instance, limits, expected_peak: int) -> None:
+def test_tag_concurrency_limits_bound_the_tagged_steps(pg_instance, tmp_path, limits, expected_peak: int) -> None:
     execution = {"max_concurrent": 4} | ({"tag_concurrency_limits": limits} if limits else {})
-    config = {"ops": {"spread": {"config": {"width": 4}}}, "execution": {"config": execution}}
+    # Unlimited, the steps meet before they hold: all four overlap if the executor runs them at once (run one after
+    # another, each would wait out its 10 s alone and the peak would be 1).
+    meet_in = "" if limits else str(tmp_path)
+    config = {"ops": {"spread": {"config": {"width": WIDTH}}, "limited": {"config": {"meet_in": meet_in}}},
+              "execution": {"config": execution}}
     with dg.execute_job(dg.reconstructable(limited_job), instance=pg_instance, run_config=config) as result:
         assert result.success
         intervals = result.output_for_node("spans")

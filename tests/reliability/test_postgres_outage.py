@@ -13,6 +13,9 @@ falls due after the second outage. At the end every checkpoint due since the rac
 by exactly one successful run (the ledger's), with one odds snapshot per runner written by that run and the feed having
 served each race's event no more often than runs asked for it; `/health` answered 503 during each outage and 200
 after, and no process was restarted.
+
+The scenario runs once, in the module's `outage_run` fixture, and each of those claims is a test of its own on what it
+observed (so a failure names the claim, and under xdist the worker holding this module has queued tests to run).
 """
 
 from __future__ import annotations
@@ -34,14 +37,21 @@ from local_stack.embedded_postgres import start_embedded_postgres
 from local_stack.stack import LocalStack, StackOptions, free_port
 from orchestration_core.postgres import psycopg2_url
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
+from tests.conftest import REPO_ROOT
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 API_KEY = "outage-test-key"
+ARTIFACTS = REPO_ROOT / "test-artifacts"
 RACE_EVERY = dt.timedelta(minutes=2)
-# A race every 2 minutes from 2 minutes after the feed starts; post-race results are Final well before T+5.
-DENSE_SIM_ARGS = ["--dense-every", "2", "--dense-races", "20", "--dense-lead", "2",
+# A race every 2 minutes from 1 minute before the feed starts; post-race results are Final well before T+5. A race's
+# T+5 meets the T-15 of the race ten places later at its start + 5 min: the first such moments come 4, 6, 8, ...
+# minutes after the feed starts, and the outages begin at the first one the loaded races leave room for (SETTLE). A
+# later first race only makes the test wait: with the first race 2 minutes out, the first moment was 7 minutes in,
+# some 4 minutes after the races were loaded.
+FIRST_RACE_LEAD = dt.timedelta(minutes=-1)  # --dense-lead below
+DENSE_SIM_ARGS = ["--dense-every", "2", "--dense-races", "20", "--dense-lead", "-1",
                   "--interim-after", "20", "--final-after", "40"]
 SHORT_OUTAGE = dt.timedelta(seconds=30)
 LONG_OUTAGE = dt.timedelta(minutes=2)
@@ -50,6 +60,8 @@ SETTLE = dt.timedelta(seconds=45)
 # Generous: the machine is shared; the product's own bound is the checkpoints' validity (T-15 before the jump).
 SETTLE_TIMEOUT_SECONDS = 1500
 UNFINISHED = ("requested", "requested_late", "running")
+# The dense card races in only some combinations: no 30-minute retries of the empty ones.
+DENSE_CARD_SCRAPE = {"ops": {"scrape_combination": {"config": {"retry_empty": False}}}}
 
 
 def utcnow() -> dt.datetime:
@@ -83,6 +95,19 @@ class Outage:
     stopped_at: dt.datetime
     started_at: dt.datetime
     health: list[tuple[dt.datetime, str]] = field(default_factory=list)
+
+
+@dataclass
+class OutageRun:
+    """What the scenario observed, for the tests below."""
+
+    stack: LocalStack
+    starts: dict[str, dt.datetime]  # race id -> start time, as loaded
+    due: dict[tuple[str, str], dt.datetime]  # (race id, checkpoint) -> due time, for those due in the window
+    late: set[tuple[str, str]]  # pre-race checkpoints already past when the races were loaded
+    rows: dict[tuple[str, str], sa.Row]  # the ledger once every due checkpoint had ended
+    outages: list[Outage]
+    report: str
 
 
 class HealthWatch(threading.Thread):
@@ -152,18 +177,21 @@ def outage_stack():
         postgres.cleanup()
 
 
-def test_postgres_down_30s_then_2min_in_a_dense_window_loses_and_duplicates_nothing(outage_stack) -> None:
+@pytest.fixture(scope="module")
+def outage_run(outage_stack) -> OutageRun:
+    """The scenario: load the dense card, stop Postgres twice around T+5/T-15 moments, wait until every due
+    checkpoint has ended; prints the figures RELIABILITY.md quotes."""
     stack, postgres = outage_stack
     racing_url = stack.env["RACING_DATABASE_URL"]
     graphql = DagsterGraphQLClient("127.0.0.1", port_number=stack.options.dagster_port, timeout=60)
-    # The dense card races in only some combinations: no 30-minute retries of the empty ones.
     scrape = graphql.submit_job_execution("morning_scrape", repository_location_name="racing_orchestration",
-                                          repository_name="__repository__", run_config={"ops": {"scrape_combination": {"config": {"retry_empty": False}}}})
+                                          repository_name="__repository__", run_config=DENSE_CARD_SCRAPE)
     wait_for("the morning scrape", lambda: graphql.get_run_status(scrape).value in ("SUCCESS", "FAILURE"), 600, 3)
     assert graphql.get_run_status(scrape).value == "SUCCESS", run_errors(stack.dagster_url, scrape)
     loaded_at = utcnow()
     starts = {r.race_id: r.start_time for r in query(racing_url, "SELECT race_id, start_time FROM races")}
     assert len(starts) == 20
+    feed_started = min(starts.values()) - FIRST_RACE_LEAD
 
     # Place the outages on the schedule: each around a moment when a T+5 and a T-15 fall due together.
     moments = [m for m in coincidences(sorted(starts.values())) if m - SHORT_OUTAGE / 2 >= loaded_at + SETTLE]
@@ -203,7 +231,8 @@ def test_postgres_down_30s_then_2min_in_a_dense_window_loses_and_duplicates_noth
 
     def settled():
         rows = ledger()
-        open_rows = [k for k in [*due, *late] if k not in rows or rows[k].state in UNFINISHED or rows[k].next_attempt_at]
+        open_rows = [k for k in [*due, *late]
+                     if k not in rows or rows[k].state in UNFINISHED or rows[k].next_attempt_at]
         # A pre-race checkpoint still open when its race has started is lost for good: stop waiting and say so.
         lost = [k for k in open_rows if CHECKPOINTS[k[1]].pre_race and utcnow() > starts[k[0]]]
         return rows if not open_rows or lost else None
@@ -231,16 +260,28 @@ def test_postgres_down_30s_then_2min_in_a_dense_window_loses_and_duplicates_noth
     states = Counter(rows[k].state for k in due)
     report.append(f"due {len(due)} checkpoints, states {dict(states)}; relaunched "
                   f"{ {f'{k[0][:8]}:{k[1]}': rows[k].relaunches for k in due if rows[k].relaunches} }")
+    report.insert(0, f"races loaded {(loaded_at - feed_started).total_seconds():.0f} s after the feed started; "
+                     f"first outage {(outages[0].stopped_at - loaded_at).total_seconds():.0f} s after that")
     print("\n".join(report))
+    ARTIFACTS.mkdir(exist_ok=True)  # the figures also when the output is captured (make test runs side by side)
+    (ARTIFACTS / "postgres-outage-report.txt").write_text("\n".join(report) + "\n")
+    return OutageRun(stack, starts, due, late, rows, outages, "\n".join(report))
 
+
+def test_every_checkpoint_due_in_the_window_ends_done(outage_run: OutageRun) -> None:
+    rows, due, late, report = outage_run.rows, outage_run.due, outage_run.late, outage_run.report
     not_done = {f"{k[0]}:{k[1]}": (rows[k].state, rows[k].note) for k in due if rows[k].state != "done"}
-    assert not not_done, f"checkpoints lost: {not_done}\n" + "\n".join(report)
+    assert not not_done, f"checkpoints lost: {not_done}\n{report}"
     late_not_done = {f"{k[0]}:{k[1]}": (rows[k].state, rows[k].note) for k in late if rows[k].state != "done"}
     assert not late_not_done, f"late checkpoints lost: {late_not_done}"
-    for outage in outages:
+    for outage in outage_run.outages:
         assert any(outage.stopped_at <= at <= outage.started_at for k, at in due.items() if k[1] == "t15"), outage
         assert any(outage.stopped_at <= at <= outage.started_at for k, at in due.items() if k[1] == "post"), outage
 
+
+def test_each_checkpoint_is_taken_by_exactly_one_run_and_fetched_no_more_than_asked(outage_run: OutageRun) -> None:
+    stack, rows, due, late = outage_run.stack, outage_run.rows, outage_run.due, outage_run.late
+    racing_url = stack.env["RACING_DATABASE_URL"]
     # Exactly once: one successful run per (race, checkpoint), the ledger's; its odds written by that run alone.
     runs = [r for job in ("pre_race_t60", "pre_race_t15", "post_race_t5") for r in runs_of(stack.dagster_url, job)]
     successes: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -274,10 +315,16 @@ def test_postgres_down_30s_then_2min_in_a_dense_window_loses_and_duplicates_noth
         # attempt (the pre-race retry policy allows 3).
         assert served.get(race_id, 0) <= 3 * runs_per_race[race_id], (race_id, served.get(race_id), runs_per_race)
 
-    # /health said 503 (within its bound, not a hang) while Postgres was down, 200 after; nobody restarted anything.
-    for outage in outages:
+
+def test_health_answers_503_during_each_outage_and_200_after(outage_run: OutageRun) -> None:
+    # /health said 503 (within its bound, not a hang) while Postgres was down, 200 after (the scenario waited for it).
+    for outage in outage_run.outages:
         during = [a for at, a in outage.health if at >= outage.stopped_at + dt.timedelta(seconds=2)]
         assert during and set(during) == {"503"}, (outage.name, Counter(during))
+
+
+def test_no_process_was_restarted_and_the_stack_is_healthy(outage_run: OutageRun) -> None:
+    stack = outage_run.stack
     for name, process in stack.processes.items():
         assert process.poll() is None, f"{name} exited with {process.returncode}"
     final = httpx.get(f"{stack.api_url}/health", timeout=30).json()
