@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import datetime as dt
 import ipaddress
-import json
 import logging
 import os
 import random
@@ -335,7 +334,7 @@ def main() -> int:
     for kind, syncs, bad, handled in probe_upstreams(rng, max(4, args.per_kind // 4)):
         print(f"| {kind} | {syncs} | {bad} | {handled} |")
     if not args.skip_load:
-        print(f"\n| authenticated GET /tasks | p50 | p90 | anonymous scrapes served |\n|---|---|---|---|")
+        print("\n| authenticated GET /tasks | p50 | p90 | anonymous scrapes served |\n|---|---|---|---|")
         for label, p50, p90, scraped in probe_metrics_load(args.scrapers, args.seconds):
             print(f"| {label} | {p50:.1f} ms | {p90:.1f} ms | {scraped} |")
     print(f"\nLoad average {os.getloadavg()[0]:.1f} at the end.")

@@ -4,7 +4,6 @@ killed, registry tasks with their runs, retry numbers against each task's own ma
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import subprocess
 import sys

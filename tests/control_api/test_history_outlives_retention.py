@@ -14,7 +14,6 @@ from zoneinfo import ZoneInfo
 
 import dagster as dg
 import pytest
-import sqlalchemy as sa
 
 from maintenance_jobs.cli import main as maintenance_cli
 from maintenance_jobs.database.tables import scheduled_tasks

@@ -99,3 +99,16 @@ def ensure_engine(state_dir: Path) -> DockerEngine:
         time.sleep(0.5)
     process.kill()
     raise DockerUnavailable(f"dockerd did not answer within 60 s: see {log_path}")
+
+
+def engine_for_test(state_dir: Path) -> DockerEngine:
+    """`ensure_engine` for a test fixture: skips without an engine, but fails under CI=true, where `.ci/run` installs
+    Debian's docker.io (a skipped deployment test must never pass for a green CI)."""
+    import pytest
+
+    try:
+        return ensure_engine(state_dir)
+    except DockerUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but no Docker engine: {exc} (.ci/run installs Debian's docker.io)")
+        pytest.skip(f"no Docker engine: {exc}")

@@ -58,7 +58,7 @@ from tests.production.compose_stack import (
     ComposeStack,
     REPO_ROOT,
 )
-from tests.production.docker_engine import DockerUnavailable, ensure_engine
+from tests.production.docker_engine import engine_for_test
 from tests.production.test_live_production import finished, graphql
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
@@ -104,12 +104,7 @@ ALLOWED_KEYS = {"Watchdog", alert_key("JobFailureRateHigh", job="config_backup_e
 @pytest.fixture(scope="module")
 def stack():
     work_dir = Path(tempfile.mkdtemp(prefix="live-alerts-"))
-    try:
-        engine = ensure_engine(work_dir / "engine")
-    except DockerUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no Docker engine: {exc} (.ci/run installs Debian's docker.io)")
-        pytest.skip(f"no Docker engine: {exc}")
+    engine = engine_for_test(work_dir / "engine")
     config_dir = work_dir / "alert-config"
     prometheus_config(config_dir / "prometheus", interval=TIMINGS["interval"])
     alertmanager_config(config_dir / "alertmanager", group_wait="30s", group_interval=TIMINGS["group_interval"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 import subprocess
 import tarfile
@@ -25,7 +24,7 @@ import pytest
 from tests.browser import launch, needs_chromium, skip_onboarding
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import API_URL, DAGSTER_URL, LONG_RUNNING, PROJECT, ComposeStack, REPO_ROOT
-from tests.production.docker_engine import DockerUnavailable, ensure_engine
+from tests.production.docker_engine import engine_for_test
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
 
@@ -75,12 +74,7 @@ def finished(run_id: str) -> str | None:
 @pytest.fixture(scope="module")
 def stack():
     work_dir = Path(tempfile.mkdtemp(prefix="live-production-"))
-    try:
-        engine = ensure_engine(work_dir / "engine")
-    except DockerUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no Docker engine: {exc} (.ci/run installs Debian's docker.io)")
-        pytest.skip(f"no Docker engine: {exc}")
+    engine = engine_for_test(work_dir / "engine")
     live = ComposeStack(work_dir=work_dir, sim_args=SIM_ARGS)
     started = time.monotonic()
     try:

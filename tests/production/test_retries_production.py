@@ -12,7 +12,6 @@ Wrap runs in `flock /tmp/docker-live.lock` on a shared host: the stack has fixed
 from __future__ import annotations
 
 import datetime as dt
-import os
 import shutil
 import tempfile
 import time
@@ -24,7 +23,7 @@ import pytest
 
 from tests.e2e.live_stack import graphql_runs, tags_of, wait_for
 from tests.production.compose_stack import DAGSTER_URL, REPO_ROOT, ComposeStack
-from tests.production.docker_engine import DockerUnavailable, ensure_engine
+from tests.production.docker_engine import engine_for_test
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
 
@@ -63,12 +62,7 @@ def install_test_plugins(stack: ComposeStack) -> None:
 @pytest.fixture(scope="module")
 def stack():
     work_dir = Path(tempfile.mkdtemp(prefix="live-retries-"))
-    try:
-        engine = ensure_engine(work_dir / "engine")
-    except DockerUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no Docker engine: {exc} (.ci/run installs Debian's docker.io)")
-        pytest.skip(f"no Docker engine: {exc}")
+    engine = engine_for_test(work_dir / "engine")
     live = ComposeStack(work_dir=work_dir, image_tag=IMAGE_TAG)
     try:
         live.write_env()
