@@ -24,8 +24,10 @@ run: install
 # 2-core reference machine: the long units mostly wait on their stacks.
 TEST_WORKERS ?= 4
 
+# test-artifacts/junit.xml feeds bench/suite_times.py (time per file, slowest tests: BENCHMARKS.md "Test suite").
 test: install
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 \
+		--junitxml=test-artifacts/junit.xml --durations=15 $(PYTEST_ARGS)
 
 # The inner loop: everything that needs no Docker engine and no whole stack (markers `production` and `slow`), side by
 # side. `make test` and CI run everything.
