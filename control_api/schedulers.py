@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -65,8 +66,18 @@ class Definition:
     definition: dg.ScheduleDefinition | dg.SensorDefinition
 
 
-@lru_cache(maxsize=1)
+_LOADING = threading.Lock()
+
+
 def load_definitions() -> tuple[Definition, ...]:
+    """Both code locations' schedules and sensors, imported once per process. Single-flight: the start-up warm-up
+    and a request that arrives meanwhile share one import instead of running two at once."""
+    with _LOADING:
+        return _load_definitions()
+
+
+@lru_cache(maxsize=1)
+def _load_definitions() -> tuple[Definition, ...]:
     found: list[Definition] = []
     for location, module in LOCATIONS.items():
         repository = importlib.import_module(module).defs.get_repository_def()

@@ -213,8 +213,15 @@ def refused_tasks(registry: sa.Engine) -> list[RefusedTask]:
     return refused
 
 
-def _sensor_ticks(rows: list[schedulers.InstigatorHealth], now: float) -> tuple[list[float], float | None]:
-    intervals = schedulers.sensor_intervals()
+def _with_sensor_intervals(rows: list[schedulers.InstigatorHealth]) -> tuple[list[schedulers.InstigatorHealth],
+                                                                          dict[tuple[str, str], float]]:
+    """Run in the instigators probe, under its deadline: the sensors' intervals come from the code locations'
+    definitions, which the first call imports (about 1 s, several on a loaded host)."""
+    return rows, schedulers.sensor_intervals()
+
+
+def _sensor_ticks(rows: list[schedulers.InstigatorHealth], intervals: Mapping[tuple[str, str], float],
+                  now: float) -> tuple[list[float], float | None]:
     return sensor_tick_inputs(((row.running, row.last_tick_at.timestamp() if row.last_tick_at else None,
                                 intervals.get((row.location, row.name), schedulers.DEFAULT_SENSOR_INTERVAL_SECONDS))
                                for row in rows if row.type == "sensor"), now)
@@ -238,16 +245,17 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
     deadline = time.monotonic() + deadline_seconds
     registry_probe = probes.start("registry", lambda: refused_tasks(registry))
     dagster_probe = probes.start("dagster", lambda: _heartbeats_and_required(open_instance()))
-    instigator_probe = probes.start("instigators", lambda: instigators(open_instance()))
+    instigator_probe = probes.start("instigators", lambda: _with_sensor_intervals(instigators(open_instance())))
     code_server_probe = probes.start("code_servers", lambda: code_server_states(code_servers, ping))
     registry_state, refused = _outcome(registry_probe, deadline, "registry database")
     dagster_state, daemons = _outcome(dagster_probe, deadline, "Dagster storage")
-    instigator_state, instigator_rows = _outcome(instigator_probe, deadline, "schedule storage")
+    instigator_state, probed = _outcome(instigator_probe, deadline, "schedule storage")
+    instigator_rows, sensor_intervals = probed if probed else (None, {})
     code_server_state, pinged = _outcome(code_server_probe, deadline, "code servers")
     now = time.time()
     heartbeats, required = daemons if dagster_state == "ok" else ({}, ())
     ages = heartbeat_ages(heartbeats, now)
-    intervals, newest_tick_age = _sensor_ticks(instigator_rows or [], now)
+    intervals, newest_tick_age = _sensor_ticks(instigator_rows or [], sensor_intervals, now)
     liveness = daemon_liveness(ages, required or SCHEDULING_DAEMONS, max_heartbeat_age, intervals, newest_tick_age)
     servers = pinged if code_server_state == "ok" else {s.location: code_server_state for s in code_servers}
     if registry_state != "ok" or dagster_state != "ok":
