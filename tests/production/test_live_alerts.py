@@ -386,7 +386,11 @@ def save_diagnostics(stack: ComposeStack) -> None:
     try:
         found["messages"] = received()
         end = time.time()
-        for expr in ("orchestration_daemon_up", "orchestration_code_server_up", "ALERTS"):
+        for expr in ("orchestration_daemon_up", "orchestration_code_server_up", "ALERTS",
+                     # What the overdue rules saw: the hold-backs, the condition, the task's inputs.
+                     "min_over_time(orchestration_daemon_up[30m])", "min_over_time(orchestration_code_server_up[30m])",
+                     "alert_condition:task_overdue_seconds", "maintenance_task_last_success_timestamp_seconds",
+                     "maintenance_task_expected_interval_seconds + maintenance_task_grace_seconds"):
             response = httpx.get(f"{PROMETHEUS_URL}/api/v1/query_range", timeout=30,
                                  params={"query": expr, "start": end - 3600, "end": end, "step": "15s"})
             found[expr] = response.json().get("data", {}).get("result")
