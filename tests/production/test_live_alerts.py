@@ -271,6 +271,22 @@ def wait_message(keys: set[str], state: str, since: float, timeout: float) -> Al
     return wait_for(f"{state} {sorted(keys)}", probe, timeout, 1)
 
 
+def wait_all_resolved(keys: set[str], since: float, timeout: float) -> float:
+    """When the last of `keys` was reported resolved after `since`. The alerts of one incident may clear at different
+    rule evaluations (three sensors, each on its own tick): Alertmanager then reports them over consecutive messages
+    of the group, each listing what cleared since the last one."""
+    def probe():
+        cleared: set[str] = set()
+        for message in sorted(alert_messages(received()), key=lambda m: m.received_at):
+            if message.received_at >= since:
+                cleared |= message.resolved & keys
+                if cleared == keys:
+                    return message.received_at
+        return None
+
+    return wait_for(f"RESOLVED {sorted(keys)}", probe, timeout, 1)
+
+
 def wait_health(predicate: Callable[[dict], bool], since_monotonic: float, timeout: float = 120) -> float:
     wait_for("/health to show it", lambda: predicate(health()) or None, timeout, 0.5)
     return round(time.monotonic() - since_monotonic, 1)
@@ -279,15 +295,19 @@ def wait_health(predicate: Callable[[dict], bool], since_monotonic: float, timeo
 def run_fault(fault: Fault, break_it: Callable[[], None], repair: Callable[[], None], first_timeout: float,
               on_health: Callable[[dict], bool] | None = None) -> None:
     fault.broken_at = time.time()
-    stopped = time.monotonic()
+    breaking = time.monotonic()
     break_it()
     if on_health:
+        # Down is when the stop has completed: `docker compose stop` waits for a graceful shutdown, during which the
+        # daemon still ticks and the code server still answers (its length is noted).
+        stopped = time.monotonic()
+        fault.notes.append(f"the stop took {stopped - breaking:.1f} s")
         fault.health_within = wait_health(on_health, stopped)
     fault.first_message_at = wait_message(fault.keys, "FIRING", fault.broken_at, first_timeout).received_at
     fault.repaired_at = time.time()
     repair()
     resolved = PROMISES[fault.alert].resolved_seconds + 120  # the promise, plus the repair's own start-up
-    fault.resolved_at = wait_message(fault.keys, "RESOLVED", fault.repaired_at, resolved).received_at
+    fault.resolved_at = wait_all_resolved(fault.keys, fault.repaired_at, resolved)
 
 
 def next_racing_schedule_tick() -> dt.datetime:
