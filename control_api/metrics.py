@@ -10,6 +10,7 @@ reported in `maintenance_api_metrics_errors{source}`; the other families are sti
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import time
 from collections import Counter, defaultdict
@@ -317,6 +318,8 @@ class StorageCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = dt.datetime.now(dt.UTC)
+        # Read once per render, by the first of the two sources that need it (a failure is retried by the second).
+        task_schedules = functools.cache(lambda: overdue.enabled_task_schedules(self._registry()))
         errors = GaugeMetricFamily("maintenance_api_metrics_errors", "1 when a metrics source failed in this scrape",
                                    labels=["source"])
         sources: dict[str, Callable[[], Iterator[Metric]]] = {
@@ -330,10 +333,10 @@ class StorageCollector(Collector):
             "instigators": lambda: self._instigators(now),
             "code_servers": lambda: alert_metrics.code_server_families(
                 code_server_states(self._code_servers)),
-            "task_schedules": self._task_schedules,
+            "task_schedules": lambda: self._task_schedules(task_schedules()),
             "job_schedules": lambda: alert_metrics.job_schedule_families(
                 overdue.scheduled_jobs(schedulers.load_definitions())),
-            "retry_limits": self._retry_limits,
+            "retry_limits": lambda: self._retry_limits(task_schedules()),
         }
         for source, produce in sources.items():
             try:
@@ -369,16 +372,14 @@ class StorageCollector(Collector):
                                 "1 when every required daemon's heartbeat is fresh and its running sensors tick",
                                 value=1.0 if liveness.up else 0.0)
 
-    def _task_schedules(self) -> Iterator[Metric]:
-        tasks = overdue.enabled_task_schedules(self._registry())
+    def _task_schedules(self, tasks: list[overdue.TaskSchedule]) -> Iterator[Metric]:
         successes = overdue.task_last_successes(self._instance(), (t.task for t in tasks))
         yield from alert_metrics.task_schedule_families(tasks, successes)
 
-    def _retry_limits(self) -> Iterator[Metric]:
+    def _retry_limits(self, tasks: list[overdue.TaskSchedule]) -> Iterator[Metric]:
         instance = self._instance()
         jobs = list(schedulers.load_jobs().values())
         default = instance.run_retries_max_retries if instance.run_retries_enabled else 0
-        tasks = overdue.enabled_task_schedules(self._registry())
         yield from alert_metrics.retry_limit_families(alert_metrics.step_retry_limits(jobs),
                                                       alert_metrics.run_retry_limits(jobs, default, tasks))
 
