@@ -195,6 +195,21 @@ class ComposeStack:
         args = ["docker", "ps", "-q", "--filter", "label=dagster/run_id"] + (["-a"] if all_states else [])
         return self._run(args).stdout.split()
 
+    def run_containers_left(self, timeout: float = 90) -> dict[str, str]:
+        """After `compose down`: the run containers still there once `timeout` has passed, id -> state. A run in
+        flight at `down` fails once its Postgres and code server are gone, and Docker removes an exited run container
+        (`auto_remove`) a moment after it exits, so a container may be listed for a few seconds after `down` returns;
+        one still there after the timeout (running, or created and never started) is litter."""
+        deadline = time.monotonic() + timeout
+        while (left := self.run_containers(all_states=True)) and time.monotonic() < deadline:
+            time.sleep(2)
+        states = {}
+        for container in left:
+            inspected = self._run(["docker", "inspect", "--format", "{{.State.Status}} {{.Config.Image}} "
+                                   "{{index .Config.Labels \"dagster/run_id\"}}", container], check=False)
+            states[container] = inspected.stdout.strip() or "gone while inspected"
+        return {c: s for c, s in states.items() if s != "gone while inspected"}
+
     def container_of_run(self, run_id: str) -> str | None:
         out = self._run(["docker", "ps", "-q", "--filter", f"label=dagster/run_id={run_id}"]).stdout.split()
         return out[0] if out else None

@@ -359,7 +359,7 @@ def test_down_then_up_and_an_upgrade_keep_runs_race_data_and_tasks(stack: Compos
     before = snapshot(stack)
     assert before["runs"] and before["races"] and "live_manual" in before["tasks"]
     stack.compose("down", "--timeout", "20", timeout=300)
-    assert not stack.run_containers(all_states=True)
+    assert not stack.run_containers_left(), "run containers outlived `compose down`"
     stack.up()
     stack.wait_healthy()
     restart_check(before, snapshot(stack))
