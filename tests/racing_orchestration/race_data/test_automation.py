@@ -114,3 +114,28 @@ def test_yesterday_today_and_tomorrow_are_kept_up_to_date(offset_days, pg_instan
         later = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT,
                                                   cursor=first.cursor)
     assert _requested(later) == {"market_movers": {str(day_of_data)}, "race_day_export": {str(day_of_data)}}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("export_materialized_meanwhile", [False, True])
+def test_data_arriving_just_after_a_request_is_not_lost(export_materialized_meanwhile, pg_instance, race_db) -> None:
+    """The last snapshot or result of a day often lands after the evaluation that requested the day's export (and
+    while that run writes it): the next evaluation must request the day again, or the export misses it for good."""
+    clock = Clock(dt.datetime(2026, 11, 28, 17, tzinfo=dt.UTC))
+    with SimFeedServer(SimFeedConfig(seed=7), now=clock).start() as server:
+        day = Day(pg_instance, race_db, server, clock, DAY)
+        first = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT)
+        day.snapshot("t15", day.races[0])
+        requested = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT,
+                                                      cursor=first.cursor)
+        assert _requested(requested) == {"market_movers": {str(DAY)}, "race_day_export": {str(DAY)}}
+        if export_materialized_meanwhile:  # the requested run ends before the last snapshot lands
+            for key in AUTOMATED:
+                pg_instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=str(DAY)))
+        day.snapshot("t15", day.races[1])  # the day's last snapshot, after the request
+        after = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT,
+                                                  cursor=requested.cursor)
+        assert _requested(after) == {"market_movers": {str(DAY)}, "race_day_export": {str(DAY)}}
+        settled = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT,
+                                                    cursor=after.cursor)
+        assert _requested(settled) == {}  # and once only
