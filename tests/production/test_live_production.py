@@ -343,15 +343,19 @@ def test_postgres_restart_is_recovered_without_a_hand(stack: ComposeStack) -> No
 def snapshot(stack: ComposeStack) -> dict:
     """What must survive: runs, race data, tasks."""
     run_ids = {r["runId"] for r in graphql_runs(DAGSTER_URL, {}, limit=1000)}
-    [[races, odds]] = stack.psql("racing", "SELECT (SELECT count(*) FROM races), (SELECT count(*) FROM odds_snapshots)")
+    races = {row[0] for row in stack.psql("racing", "SELECT race_id FROM races")}
+    [[odds]] = stack.psql("racing", "SELECT count(*) FROM odds_snapshots")
     with stack.api() as client:
         tasks = sorted(t["task_name"] for t in client.get("/tasks").json())
-    return {"runs": run_ids, "races": int(races), "odds": int(odds), "tasks": tasks}
+    return {"runs": run_ids, "races": races, "odds": int(odds), "tasks": tasks}
 
 
 def restart_check(before: dict, after: dict) -> None:
     assert before["runs"] <= after["runs"], f"runs lost: {before['runs'] - after['runs']}"
-    assert (after["races"], after["tasks"]) == (before["races"], before["tasks"])
+    # Every race kept. More may come: the simulated feed restarts with `up` and publishes a new dense card, which the
+    # card refresh stores when one of its ticks falls in the restart (a full run saw 3 races become 6).
+    assert before["races"] <= after["races"], f"races lost: {sorted(before['races'] - after['races'])}"
+    assert after["tasks"] == before["tasks"]
     assert after["odds"] >= before["odds"]
 
 
