@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from control_api.app import create_app
 
-    uvicorn.run(create_app(settings, freeze_startup_heap=True), host=args.host, port=args.port, log_level=args.log_level.lower(),
-                log_config=log_config)
+    uvicorn.run(create_app(settings, freeze_startup_heap=True), host=args.host, port=args.port,
+                log_level=args.log_level.lower(), log_config=log_config)
     return 0
 
 

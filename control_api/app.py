@@ -306,4 +306,5 @@ def create_app(settings: ApiSettings, freeze_startup_heap: bool = False) -> Fast
 
 def app_from_env() -> FastAPI:
     """The app of one `maintenance-api --workers N` worker process (uvicorn imports it by name)."""
-    return create_app(settings_from_env(), freeze_startup_heap=True)  # --insecure-dev reaches workers as _MAINTENANCE_API_INSECURE_DEV
+    # --insecure-dev reaches workers as _MAINTENANCE_API_INSECURE_DEV.
+    return create_app(settings_from_env(), freeze_startup_heap=True)
