@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from dagster._daemon.types import DaemonHeartbeat
 from control_api.app import create_app
 from control_api.liveness import CodeServer
 from local_stack.stack import free_port
-from orchestration_core.dagster_internals import ping_code_server
+from tests.code_server import running_code_server
 from tests.conftest import REPO_ROOT
 from tests.control_api.conftest import RunningApi, _dispose_storage_pools, serve
 from tests.control_api.test_metrics_and_status import samples, value
@@ -92,6 +91,17 @@ def test_failed_ticks_of_a_real_sensor_are_counted_with_their_error(api: Running
                 and dict(key[1])["name"] == "maintenance_dispatcher"]
 
 
+def test_a_daemon_that_has_not_beaten_since_the_api_started_counts_as_starting(api: RunningApi) -> None:
+    """orchestration_daemon_starting, which holds DagsterDaemonDown back while the deployment starts: 1 while every
+    heartbeat predates the control API (any earlier test's, or none), 0 from the first beat after it."""
+    found = samples(api.client(None).get("/metrics").text)
+    assert value(found, "orchestration_daemon_starting") == 1
+    assert value(found, "orchestration_daemon_up") == 0
+    beat_every_daemon(api.instance, age=0)
+    found = samples(api.client(None).get("/metrics").text)
+    assert value(found, "orchestration_daemon_starting") == 0
+
+
 def test_a_daemon_whose_sensors_stopped_ticking_shows_down_within_30_s(api: RunningApi, monkeypatch) -> None:
     """Heartbeats are fresh (they come every 30 s), but the newest tick of the 15 s sensors is 40 s old: /health is
     degraded and says why, and orchestration_daemon_up is 0; a new tick brings both back."""
@@ -121,25 +131,8 @@ def test_a_daemon_whose_sensors_stopped_ticking_shows_down_within_30_s(api: Runn
 
 @pytest.fixture
 def code_server() -> Iterator[tuple[subprocess.Popen, int]]:
-    """The production command of a code server (docker-compose.yml), on a free port of this host."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dagster", "code-server", "start", "-h", "127.0.0.1", "-p", str(port),
-         "-m", "maintenance_jobs.definitions", "--location-name", "maintenance_jobs"],
-        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            ping_code_server("127.0.0.1", port, 2)
-            break
-        except Exception:
-            assert process.poll() is None and time.monotonic() < deadline, "the code server did not start"
-            time.sleep(0.5)
-    try:
+    with running_code_server() as (process, port):
         yield process, port
-    finally:
-        process.kill()
-        process.wait(timeout=30)
 
 
 def test_code_servers_are_pinged_and_a_killed_one_shows_at_once(api_settings, pg_instance, code_server) -> None:

@@ -206,6 +206,15 @@ def test_stateful_and_long_running_services_have_healthchecks_and_restart_polici
     assert "pg_isready" in str(SERVICES["postgres"]["healthcheck"]["test"])
 
 
+def test_code_servers_are_probed_without_loading_dagster() -> None:
+    """The probe module (tests/orchestration_core/test_code_server_probe.py) on the port the server listens on: the
+    `dagster api grpc-health-check` it replaces loads Dagster for every check."""
+    for name in ("code-racing", "code-maintenance"):
+        service = SERVICES[name]
+        assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "orchestration_core.code_server_probe", "4000"]
+        assert "-p 4000" in service["command"], f"{name} listens elsewhere than its healthcheck asks"
+
+
 def test_every_service_has_resource_limits() -> None:
     for name, service in SERVICES.items():
         limits = service.get("deploy", {}).get("resources", {}).get("limits", {})
