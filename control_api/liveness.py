@@ -5,7 +5,8 @@ The daemon: Dagster's own heartbeats come every 30 s (a loop that yields late ad
 interval has passed, every 5 s, so with 15 s checkpoint sensors running the newest sensor tick is never more than
 ~20 s old while it works. A daemon counts as down when a required daemon's heartbeat is older than the heartbeat
 limit, or when the newest tick of the running sensors is older than their shortest interval plus SENSOR_TICK_SLACK
-(30 s with the 15 s sensors): a stopped daemon shows within 30 s.
+(30 s with the 15 s sensors): a stopped daemon shows within 30 s. For the alert only, a daemon that has not beaten
+since the control API started counts as starting for DAEMON_STARTUP_GRACE_SECONDS (`daemon_starting`).
 
 The code servers: one gRPC Ping each (the call `dagster api grpc-health-check` makes), in parallel, with a 2 s
 timeout. Their addresses come from CODE_SERVER_ADDRESSES (`location=host:port,...`, the same as the deployment's
@@ -26,6 +27,10 @@ log = logging.getLogger(__name__)
 # The sensor daemon's loop (Dagster's MIN_INTERVAL_LOOP_TIME, 5 s) plus a margin for a loaded host.
 SENSOR_TICK_SLACK_SECONDS = 15.0
 PING_TIMEOUT_SECONDS = 2
+# How long after the control API starts a daemon that has not beaten since counts as starting rather than down (for
+# the alert, not for /health): in the compose deployment the daemon starts only once both code servers are healthy,
+# which on a loaded 2-core host took over 2 minutes, and DagsterDaemonDown paged on an ordinary `docker compose up`.
+DAEMON_STARTUP_GRACE_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,15 @@ def daemon_liveness(heartbeat_ages: Mapping[str, float], required: Iterable[str]
             problems.append(f"no sensor tick for {newest_sensor_tick_age:.0f} s (expected every "
                             f"{min(running_sensor_intervals):.0f} s)")
     return DaemonLiveness(not problems, problems, newest_sensor_tick_age)
+
+
+def daemon_starting(heartbeat_ages: Mapping[str, float], watched_for: float,
+                    grace: float = DAEMON_STARTUP_GRACE_SECONDS) -> bool:
+    """Pure. True while the daemon may still be starting with the deployment: the control API has been watching for
+    `watched_for` seconds, less than `grace`, and no daemon has beaten since it began (older heartbeats are a previous
+    start's). A daemon that beat since then and stopped is down, not starting; one that never beats counts as down
+    once the grace is over."""
+    return watched_for < grace and all(age >= watched_for for age in heartbeat_ages.values())
 
 
 def code_server_states(servers: Sequence[CodeServer],

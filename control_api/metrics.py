@@ -24,7 +24,13 @@ from prometheus_client.registry import Collector
 
 from control_api import alert_metrics, overdue, schedulers
 from control_api.config import DEFAULT_HEARTBEAT_MAX_AGE_SECONDS
-from control_api.liveness import CodeServer, code_server_states, daemon_liveness, sensor_tick_inputs
+from control_api.liveness import (
+    CodeServer,
+    code_server_states,
+    daemon_liveness,
+    daemon_starting,
+    sensor_tick_inputs,
+)
 from control_api.status import concurrent_limit, heartbeat_ages
 from maintenance_jobs.database.tables import scheduled_tasks
 from orchestration_core.dagster_internals import RunsTable, RunTagsTable
@@ -306,12 +312,13 @@ class StorageCollector(Collector):
     def __init__(self, instance: Callable[[], dg.DagsterInstance], registry: Callable[[], sa.Engine],
                  racing: Callable[[], sa.Engine | None], *,
                  heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS,
-                 code_servers: Sequence[CodeServer] = ()) -> None:
+                 code_servers: Sequence[CodeServer] = (), watching_since: float | None = None) -> None:
         self._instance = instance
         self._registry = registry
         self._racing = racing
         self._heartbeat_max_age = heartbeat_max_age_seconds
         self._code_servers = tuple(code_servers)
+        self._watching_since = time.monotonic() if watching_since is None else watching_since
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: nothing is queried when it is registered
@@ -371,6 +378,10 @@ class StorageCollector(Collector):
         yield GaugeMetricFamily("orchestration_daemon_up",
                                 "1 when every required daemon's heartbeat is fresh and its running sensors tick",
                                 value=1.0 if liveness.up else 0.0)
+        starting = daemon_starting(ages, time.monotonic() - self._watching_since)
+        yield GaugeMetricFamily("orchestration_daemon_starting",
+                                "1 while no daemon has beaten since the control API started, for its first 5 minutes",
+                                value=1.0 if starting else 0.0)
 
     def _task_schedules(self, tasks: list[overdue.TaskSchedule]) -> Iterator[Metric]:
         successes = overdue.task_last_successes(self._instance(), (t.task for t in tasks))

@@ -15,6 +15,7 @@ from control_api.liveness import (
     CodeServer,
     code_server_states,
     daemon_liveness,
+    daemon_starting,
     parse_code_servers,
     sensor_tick_inputs,
 )
@@ -62,6 +63,25 @@ def test_daemon_liveness(ages, intervals, newest, up, problem) -> None:
     liveness = daemon_liveness(ages, REQUIRED, 90, intervals, newest)
     assert liveness.up is up
     assert (problem in liveness.problems) if problem else liveness.problems == []
+
+
+@pytest.mark.parametrize(
+    ("ages", "watched_for", "starting"),
+    [
+        # A fresh deployment: no heartbeat yet, the control API up for 4 minutes: still starting.
+        ({}, 240.0, True),
+        # The previous start's heartbeats (older than the watch): still starting.
+        ({"SENSOR": 900.0, "SCHEDULER": 901.0}, 240.0, True),
+        # One daemon beat 10 s ago, inside the watch: it started, and from now on down means down.
+        ({"SENSOR": 10.0, "SCHEDULER": 901.0}, 240.0, False),
+        # Five minutes (300 s, a literal: docs/alerts.md promises it) without a beat: no longer starting.
+        ({}, 299.0, True),
+        ({}, 300.0, False),
+        ({"SENSOR": 900.0}, 301.0, False),
+    ],
+)
+def test_daemon_starting(ages, watched_for, starting) -> None:
+    assert daemon_starting(ages, watched_for) is starting
 
 
 def test_sensor_tick_inputs_count_running_sensors_that_ticked() -> None:

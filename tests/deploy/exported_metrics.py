@@ -37,6 +37,7 @@ EXPORTED_METRICS: dict[str, str] = {
     "orchestration_instigator_tick_late_seconds": "gauge",
     "orchestration_instigator_last_error_info": "gauge",
     "orchestration_daemon_up": "gauge",
+    "orchestration_daemon_starting": "gauge",
     "orchestration_code_server_up": "gauge",
     "orchestration_job_expected_interval_seconds": "gauge",
     "orchestration_job_grace_seconds": "gauge",
