@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 import httpx
 import pytest
+from dagster._daemon.types import DaemonHeartbeat
 
 from control_api.app import create_app
 from control_api.config import ApiSettings
@@ -41,6 +42,9 @@ def prometheus(fresh_database_url: str, pg_instance: dg.DagsterInstance, tmp_pat
                            instance=lambda: pg_instance)
     server, thread = serve(create_app(settings), free_port())
     api_port = server.servers[0].sockets[0].getsockname()[1]
+    # One daemon beats after the API started and the others never: down, and past starting (DagsterDaemonDown waits
+    # while no daemon has beaten since the API started).
+    pg_instance.add_daemon_heartbeat(DaemonHeartbeat(time.time(), "SENSOR", None, None))
     config = prometheus_config(tmp_path / "config", interval="1s", api_target=f"127.0.0.1:{api_port}")
     port = free_port()
     process = subprocess.Popen([prometheus_binary(), f"--config.file={config}",
@@ -84,7 +88,7 @@ def test_the_scraped_series_keep_the_dagster_job_and_drop_the_target_labels(prom
     assert query(prometheus, '{exported_job!=""}') == []
     assert query(prometheus, '{instance!="", __name__!~"up|scrape_.*"}') == []
     # The rules see the same labels: the probe job's failure rate is computed per job, and the alerts carry only
-    # their own labels (no daemon heartbeat here: DagsterDaemonDown is pending).
+    # their own labels (only the sensor daemon beats here: DagsterDaemonDown is pending).
     [pending] = wait_query(prometheus, 'ALERTS{alertname="DagsterDaemonDown"}')
     assert pending["metric"] == {"__name__": "ALERTS", "alertname": "DagsterDaemonDown", "alertstate": "pending",
                                  "severity": "critical", "tier": "platform"}
