@@ -312,13 +312,13 @@ class StorageCollector(Collector):
     def __init__(self, instance: Callable[[], dg.DagsterInstance], registry: Callable[[], sa.Engine],
                  racing: Callable[[], sa.Engine | None], *,
                  heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS,
-                 code_servers: Sequence[CodeServer] = (), watching_since: float | None = None) -> None:
+                 code_servers: Sequence[CodeServer] = ()) -> None:
         self._instance = instance
         self._registry = registry
         self._racing = racing
         self._heartbeat_max_age = heartbeat_max_age_seconds
         self._code_servers = tuple(code_servers)
-        self._watching_since = time.monotonic() if watching_since is None else watching_since
+        self._watching_since = time.monotonic()  # this process's start: what daemon_starting counts from
 
     def describe(self) -> list[Metric]:
         return []  # unchecked collector: nothing is queried when it is registered
