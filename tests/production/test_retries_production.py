@@ -95,6 +95,42 @@ def settled(client: httpx.Client, task: str, since: dt.datetime, attempts: int) 
     return None
 
 
+def chain_report(client: httpx.Client, stack: ComposeStack, task: str, since: dt.datetime) -> str:
+    """What a timed-out wait saw, for its message: the task's expected runs with each attempt, its executions, the
+    Dagster runs of its attempts and the daemon's log lines about them (a wait for always_broken's third attempt
+    timed out once in a full run, load average ~20, and said only "last: None")."""
+    view = history(client, task, since)
+    lines = [f"expected runs of {task}: " + repr([
+        {k: r.get(k) for k in ("outcome", "status", "attempts", "reason")} for r in view["expected_runs"]])]
+    run_ids = []
+    for run in view["expected_runs"]:
+        for e in run["executions"]:
+            run_ids.append(e["run_id"])
+            lines.append(f"  attempt {e['run_id']}: {e['status']} triggered_by={e['triggered_by']} "
+                         f"retry_count={e['retry_count']} recorded={e['recorded']} "
+                         f"error={(e.get('error') or '').splitlines()[:1]}")
+    items = client.get("/executions", params={"task_name": task, "limit": 100}).json()
+    lines.append(f"/executions: {[(i['run_id'], i['status']) for i in items]}")
+    for i in items:
+        run_ids.append(i["run_id"])
+    runs = graphql_runs(DAGSTER_URL, {"tags": [{"key": "maintenance/task", "value": task}]})
+    chain_tags = ("retry", "parent", "relaunch", "guard")
+    lines.append("dagster runs: " + repr([
+        (r["runId"], r["status"], {t["key"]: t["value"] for t in r["tags"] if any(k in t["key"] for k in chain_tags)})
+        for r in runs]))
+    log = stack.logs("daemon", tail=400)
+    lines += [line for line in log.splitlines() if any(run_id[:8] in line for run_id in set(run_ids))][-30:]
+    return "\n".join(lines)
+
+
+def wait_settled(client: httpx.Client, stack: ComposeStack, task: str, since: dt.datetime, attempts: int) -> dict:
+    try:
+        return wait_for(f"{task}: {attempts} recorded attempts", lambda: settled(client, task, since, attempts),
+                        600, interval=5)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}\n{chain_report(client, stack, task, since)}") from None
+
+
 def test_retries_with_the_docker_launcher(stack: ComposeStack) -> None:
     with stack.api() as client:
         for task in client.get("/tasks").json():  # only the two test tasks run
@@ -110,10 +146,8 @@ def test_retries_with_the_docker_launcher(stack: ComposeStack) -> None:
                                                   "max_retries": 2, "config": config, **when})
             assert created.status_code == 201, created.text  # the API found the plug-in by its entry point
         since = due - dt.timedelta(minutes=1)
-        flaky = wait_for("flaky_once: failed once, then succeeded", lambda: settled(client, "flaky_once", since, 2),
-                         600, interval=5)
-        broken = wait_for("always_broken: three failed attempts",
-                          lambda: settled(client, "always_broken", since, 3), 600, interval=5)
+        flaky = wait_settled(client, stack, "flaky_once", since, 2)  # failed once, then succeeded
+        broken = wait_settled(client, stack, "always_broken", since, 3)  # three failed attempts
         time.sleep(30)  # a further retry would be created within seconds of the last failure
         # Each attempt's status and error in the message: a failed second attempt of flaky_once (seen once, in a
         # full run at load average ~20) says there why it failed.
@@ -136,6 +170,9 @@ def test_retries_with_the_docker_launcher(stack: ComposeStack) -> None:
         assert flaky["executions"][1]["metadata"] == {"message": flaky["executions"][1]["output"],
                                                       "executor": "fails_then_succeeds"}
         assert [e["status"] for e in broken["executions"]] == ["failed"] * 3
+        # The report a timed-out wait prints works and names every attempt.
+        report = chain_report(client, stack, "always_broken", since)
+        assert all(e["run_id"] in report for e in broken["executions"]), report
     # Each attempt ran in a container of its own and counted itself in the shared backups folder.
     for attempt in flaky["executions"] + broken["executions"]:
         [run] = graphql_runs(DAGSTER_URL, {"runIds": [attempt["run_id"]]})
