@@ -1,12 +1,16 @@
-"""Benchmark: one code-server healthcheck, `dagster api grpc-health-check` against the probe that replaced it
-(`python -m orchestration_core.code_server_probe`), side by side on one real code server.
+"""Benchmark: the container healthchecks Dagster ships against the probes that replaced them, side by side.
 
-Starts the production command of a code server (`dagster code-server start -m maintenance_jobs.definitions`) on a free
-port, then runs the two checks alternately, `--rounds` times each, as the container healthcheck runs them: a new
-Python process per check. For each it reports the median and worst wall time, the median CPU time (user + system of
-the check process) and the peak resident memory, plus the CPU a code server's container spends on healthchecks per
-hour at docker-compose.yml's 15 s interval. `--burners N` runs N busy-loop processes meanwhile, a loaded host's
-stand-in (the healthcheck's 10 s timeout is what a loaded host exceeded).
+- Code servers: `dagster api grpc-health-check` against `python -m orchestration_core.code_server_probe`, on the
+  production command of a code server (`dagster code-server start -m maintenance_jobs.definitions`) on a free port.
+- Daemon: `dagster-daemon liveness-check` (with deploy/dagster.yaml as its instance) against
+  `python orchestration_core/daemon_probe.py` (as deploy/Dockerfile.dagster runs it), on an embedded Postgres whose
+  run storage holds a fresh heartbeat of every required daemon.
+
+The checks run alternately, `--rounds` times each, as the container healthcheck runs them: a new Python process per
+check. For each it reports the median and worst wall time, the median CPU time (user + system of the check process)
+and the peak resident memory, plus the CPU a container spends on healthchecks per hour at docker-compose.yml's interval
+(15 s code servers, 30 s daemon). `--burners N` runs N busy-loop processes meanwhile, a loaded host's stand-in (the
+healthchecks' timeouts are what a loaded host exceeded).
 
     .venv/bin/python bench/healthcheck_probe.py [--rounds 15] [--burners 0]
 """
@@ -16,11 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -28,15 +35,43 @@ sys.path.insert(0, str(REPO))
 
 from tests.code_server import running_code_server  # noqa: E402
 
-INTERVAL_SECONDS = 15  # docker-compose.yml, code-racing and code-maintenance
+INTERVAL_SECONDS = {"code server": 15, "daemon": 30}  # docker-compose.yml
 
 
-def checks(port: int) -> dict[str, list[str]]:
+def code_server_checks(port: int) -> dict[str, list[str]]:
     bin_dir = Path(sys.executable).parent
     return {
         "dagster api grpc-health-check": [str(bin_dir / "dagster"), "api", "grpc-health-check", "-p", str(port)],
         "code_server_probe": [sys.executable, "-m", "orchestration_core.code_server_probe", str(port)],
     }
+
+
+def daemon_checks(daemon_types: list[str]) -> dict[str, list[str]]:
+    bin_dir = Path(sys.executable).parent
+    return {
+        "dagster-daemon liveness-check": [str(bin_dir / "dagster-daemon"), "liveness-check"],
+        "daemon_probe": [sys.executable, str(REPO / "orchestration_core" / "daemon_probe.py"), "180", *daemon_types],
+    }
+
+
+@contextmanager
+def beating_instance() -> Iterator[list[str]]:
+    """An embedded Postgres with deploy/dagster.yaml's instance in DAGSTER_HOME (and DAGSTER_POSTGRES_URL set, as in
+    the daemon's container), every required daemon having just beaten; yields the required daemon types."""
+    import dagster as dg
+    from dagster._daemon.types import DaemonHeartbeat
+
+    from local_stack.embedded_postgres import ensure_database, psycopg2_url, temporary_embedded_postgres
+
+    with temporary_embedded_postgres("bench-healthcheck-") as server, tempfile.TemporaryDirectory() as home:
+        shutil.copy(REPO / "deploy" / "dagster.yaml", Path(home) / "dagster.yaml")
+        os.environ["DAGSTER_HOME"] = home
+        os.environ["DAGSTER_POSTGRES_URL"] = ensure_database(psycopg2_url(server.get_uri()), "bench_healthcheck")
+        with dg.DagsterInstance.get() as instance:
+            required = list(instance.get_required_daemon_types())
+            for daemon in required:  # the bench lasts minutes: written far enough ahead to stay fresh
+                instance.add_daemon_heartbeat(DaemonHeartbeat(time.time() + 3600, daemon, None, None))
+            yield required
 
 
 def run_once(command: list[str]) -> tuple[float, float, float]:
@@ -64,26 +99,35 @@ def main() -> None:
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
           f"{args.rounds} rounds, {args.burners} busy-loop processes beside")
     burners = [burner() for _ in range(args.burners)]
+    results: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
     try:
         with running_code_server() as (_, port):
-            commands = checks(port)
-            results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
-            for _ in range(args.rounds):
-                for name, command in commands.items():  # alternating: a change in load lands on both
-                    results[name].append(run_once(command))
+            results["code server"] = alternate(code_server_checks(port), args.rounds)
+        with beating_instance() as daemon_types:
+            results["daemon"] = alternate(daemon_checks(daemon_types), args.rounds)
     finally:
         for process in burners:
             process.kill()
-    print("\n| check | median wall | worst wall | median CPU | peak RSS | CPU per hour (every 15 s) |")
-    print("|---|---|---|---|---|---|")
-    for name, samples in results.items():
-        walls, cpus, rss = zip(*samples, strict=True)
-        per_hour = statistics.median(cpus) * 3600 / INTERVAL_SECONDS
-        print(f"| `{name}` | {statistics.median(walls):.2f} s | {max(walls):.2f} s | {statistics.median(cpus):.2f} s | "
-              f"{max(rss):.0f} MiB | {per_hour:.0f} s |")
-    old, new = (statistics.median(c for _, c, _ in results[name]) for name in commands)
-    print(f"\nCPU ratio old/new: {old / new:.1f}x")
+    print("\n| container | check | median wall | worst wall | median CPU | peak RSS | healthcheck CPU per hour |")
+    print("|---|---|---|---|---|---|---|")
+    for container, by_check in results.items():
+        for name, samples in by_check.items():
+            walls, cpus, rss = zip(*samples, strict=True)
+            per_hour = statistics.median(cpus) * 3600 / INTERVAL_SECONDS[container]
+            print(f"| {container} | `{name}` | {statistics.median(walls):.2f} s | {max(walls):.2f} s | "
+                  f"{statistics.median(cpus):.2f} s | {max(rss):.0f} MiB | {per_hour:.0f} s |")
+    for container, by_check in results.items():
+        old, new = (statistics.median(c for _, c, _ in samples) for samples in by_check.values())
+        print(f"{container}: CPU ratio old/new {old / new:.1f}x")
 
+
+def alternate(commands: dict[str, list[str]], rounds: int) -> dict[str, list[tuple[float, float, float]]]:
+    """Each command `rounds` times, alternating, so a change in load lands on both."""
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            results[name].append(run_once(command))
+    return results
 
 if __name__ == "__main__":
     main()

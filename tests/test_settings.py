@@ -21,8 +21,10 @@ pytestmark = pytest.mark.unit
 SETTINGS = (PlatformSettings, RacingSettings, MaintenanceSettings, ApiSettings)
 # Read by the test suite, not by the product.
 README_ONLY = {"TEST_DATABASE_URL"}
-# Reads of the environment that are not settings: the doc-sync executor hands its environment to git.
-ENVIRON_READERS = {"maintenance_jobs/executors/doc_sync.py"}
+# Reads of the environment that are not settings: the doc-sync executor hands its environment to git; the daemon's
+# healthcheck runs as a lone file in the Dagster image (no settings package there) and reads Dagster's own
+# DAGSTER_POSTGRES_URL, as deploy/dagster.yaml does.
+ENVIRON_READERS = {"maintenance_jobs/executors/doc_sync.py", "orchestration_core/daemon_probe.py"}
 
 
 def env_names(settings_class) -> dict[str, str]:

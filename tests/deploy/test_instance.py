@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,12 +16,14 @@ import pytest
 import sqlalchemy as sa
 import yaml
 from dagster._core.utils import parse_env_var
+from dagster._daemon.types import DaemonHeartbeat
 from dagster._core.workspace.config_schema import process_workspace_config
 from dagster_docker import DockerRunLauncher
 
 from tests.deploy.compose_model import REPO_ROOT, env_example, interpolate, load_compose
 
 DEPLOY_DIR = REPO_ROOT / "deploy"
+PROBE = str(REPO_ROOT / "orchestration_core" / "daemon_probe.py")
 LOCAL_INSTANCE = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
 DEPLOY_INSTANCE = yaml.safe_load((DEPLOY_DIR / "dagster.yaml").read_text())
 
@@ -131,3 +134,32 @@ def test_deploy_workspace_matches_dagsters_workspace_schema() -> None:
     assert process_workspace_config(config).success
     assert not process_workspace_config({"load_from": [{"grpc_server": {"hots": "code-racing"}}]}).success
     assert all(set(entry) == {"grpc_server"} for entry in config["load_from"])
+
+
+@pytest.mark.integration
+def test_the_daemon_healthcheck_asks_for_every_daemon_the_instance_runs(
+    compose_instance: dg.DagsterInstance, fresh_database_url: str
+) -> None:
+    """docker-compose.yml's daemon healthcheck (orchestration_core/daemon_probe.py) names exactly the daemon types this
+    instance requires, and run as written against the instance's storage it passes on fresh heartbeats, fails on one
+    stale daemon and on one missing."""
+    test = load_compose()["services"]["daemon"]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "/opt/dagster/daemon_probe.py"]  # deploy/Dockerfile.dagster's copy
+    max_age, listed = float(test[3]), test[4:]
+    assert sorted(listed) == sorted(compose_instance.get_required_daemon_types())
+    assert 90 <= max_age <= 300, "heartbeats come every 30 s; the limit must outlast a loaded host's late ones"
+
+    def probe() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, PROBE, *test[3:]], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "DAGSTER_POSTGRES_URL": fresh_database_url})
+
+    now = time.time()
+    for daemon in listed:
+        compose_instance.add_daemon_heartbeat(DaemonHeartbeat(now - 20, daemon, None, None))
+    assert probe().returncode == 0, probe().stderr
+    compose_instance.add_daemon_heartbeat(DaemonHeartbeat(now - max_age - 30, "SENSOR", None, None))
+    stale = probe()
+    assert stale.returncode == 1 and "SENSOR: last heartbeat" in stale.stderr, stale.stderr
+    compose_instance.wipe_daemon_heartbeats()
+    missing = probe()
+    assert missing.returncode == 1 and "ASSET: no heartbeat" in missing.stderr, missing.stderr
