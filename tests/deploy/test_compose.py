@@ -326,6 +326,15 @@ def test_the_api_pings_the_code_servers_of_the_workspace() -> None:
         (server["location_name"], server["host"], server["port"]) for server in servers]
 
 
+def test_the_alert_path_starts_without_the_parts_it_watches() -> None:
+    """Prometheus and Alertmanager wait for nothing they watch: a `service_healthy` on the control API kept Prometheus
+    "created" whenever the API came up unhealthy (compose gives up on dependents), so the deployment that most needed
+    a page had no Prometheus to send one. A scrape target that is not up yet is a failed scrape, which the rules
+    allow for (ControlApiMetricsMissing after 5 minutes)."""
+    assert set(SERVICES["prometheus"].get("depends_on") or {}) <= {"alertmanager"}
+    assert not SERVICES["alertmanager"].get("depends_on")
+
+
 def test_alertmanager_is_the_prometheus_alert_path_to_the_run_alerts_webhook() -> None:
     prometheus = yaml.safe_load((REPO_ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
     [target] = prometheus["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]

@@ -123,9 +123,10 @@ def stack():
         (live.backup_sources / "compose" / "app.yml").write_text("services: {app: {image: example}}\n")
         up_started = time.monotonic()
         live.up(ALERT_SERVICES)
-        # Seen twice at load averages of 20-35: `up` returned 0 with prometheus only created (its dependency, the API,
-        # took longer than its healthcheck allows to come up), and once a second `up` left it so too, with every
-        # dependency healthy. Start what was left, by compose and then by the engine itself, and say so in the timings.
+        # Seen twice at load averages of 20-35: `up` returned 0 with prometheus only created (it then waited for the
+        # API's health, a dependency since removed: tests/deploy/test_compose.py), and once a second `up` left it so
+        # too, with every dependency healthy. Start what is left, by compose and then by the engine itself, and say so
+        # in the timings (the artifact shows whether this net is still needed).
         for attempt in range(3):
             states = live.states()
             left = [name for name in ALERT_LONG_RUNNING if states.get(name, {}).get("State") == "created"]
