@@ -21,7 +21,7 @@ from control_api.liveness import CodeServer
 from local_stack.stack import free_port
 from tests.code_server import running_code_server
 from tests.conftest import REPO_ROOT
-from tests.control_api.conftest import RunningApi, _dispose_storage_pools, serve
+from tests.control_api.conftest import RunningApi, _dispose_storage_pools, answered_health, serve
 from tests.control_api.test_metrics_and_status import samples, value
 from tests.orchestration_core.audit.run_factory import RunFactory
 from tests.task_rows import task_body
@@ -116,14 +116,14 @@ def test_a_daemon_whose_sensors_stopped_ticking_shows_down_within_30_s(api: Runn
         instance.start_sensor(repository.get_sensor("record_maintenance_success"))  # 15 s
         with freeze_time(time.time() - 40):
             sensor_iteration(context)
-        health = api.client(None).get("/health").json()
+        health = answered_health(api)
         assert (health["status"], health["scheduler_running"]) == ("degraded", False), health
         assert any(p.startswith("no sensor tick for 4") and "expected every 15 s" in p
                    for p in health["daemon_problems"]), health["daemon_problems"]
         assert value(samples(api.client(None).get("/metrics").text), "orchestration_daemon_up") == 0
 
         sensor_iteration(context)
-    health = api.client(None).get("/health").json()
+    health = answered_health(api)
     assert (health["status"], health["scheduler_running"], health["daemon_problems"]) == ("ok", True, []), health
     assert health["newest_sensor_tick_age_seconds"] < 15
     assert value(samples(api.client(None).get("/metrics").text), "orchestration_daemon_up") == 1

@@ -19,7 +19,7 @@ from tests.maintenance_jobs.job_origins import job_origins
 from local_stack.stack import free_port
 from racing_orchestration.race_db import upgrade as upgrade_race_db
 from racing_orchestration.race_db.schema import scrapes
-from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, serve
+from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, answered_health, serve
 from tests.task_rows import task_body
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
@@ -387,7 +387,7 @@ def test_health_lists_each_schedule_and_sensor_with_its_state_and_last_tick(api:
         instance.stop_sensor(dispatcher.get_remote_origin_id(), dispatcher.selector_id, dispatcher)
         list(execute_sensor_iteration(context, logging.getLogger("sensor-test"), threadpool_executor=None,
                                       submit_threadpool_executor=None))
-    body = api.client(None).get("/health").json()  # no key
+    body = answered_health(api)  # no key
     assert body["schedules_and_sensors_state"] == "ok"
     rows = {row["name"]: row for row in body["schedules_and_sensors"]}
     ticked = rows["record_maintenance_success"]
