@@ -74,6 +74,14 @@ _TRANSIENT = (TabTransientError, TabPayloadError)
 PRE_RACE_MAX_RUNTIME_SECONDS = 480
 POST_RACE_MAX_RUNTIME_SECONDS = 300
 MAX_RUNTIME_TAG = "dagster/max_runtime"
+# Dagster's run queue launches higher `dagster/priority` first, and in arrival order within one priority. When runs
+# queue up (the races loaded after their T-60s passed, a backlog after an outage, a loaded host launching a few runs a
+# minute), the checkpoint whose window closes soonest goes first: a T-15 is the last look before the jump, a T-60
+# still has 45 minutes, and results stay fetchable after the race. All three rank above the maintenance tasks' 0-99
+# (maintenance_jobs/dispatch.py), which lose nothing by waiting a few minutes. Arrival order alone once held a T-15
+# queued for 8 minutes behind twenty catch-up T-60s, until its race had started.
+PRIORITY_TAG = "dagster/priority"
+CHECKPOINT_RUN_PRIORITY = {"t15": 120, "t60": 110, "post": 100}
 
 
 # A run requested with a target but no margin (e.g. from the launchpad) may wait this long for a moved start.
@@ -337,7 +345,8 @@ def _await_final(context: dg.OpExecutionContext, race_db: RaceDatabase, config: 
 
 def _job_tags(spec: CheckpointSpec) -> dict[str, str]:
     max_runtime = PRE_RACE_MAX_RUNTIME_SECONDS if spec.pre_race else POST_RACE_MAX_RUNTIME_SECONDS
-    return {TAG_KIND: KIND_RACING, TAG_CHECKPOINT: spec.name, MAX_RUNTIME_TAG: str(max_runtime)}
+    return {TAG_KIND: KIND_RACING, TAG_CHECKPOINT: spec.name, MAX_RUNTIME_TAG: str(max_runtime),
+            PRIORITY_TAG: str(CHECKPOINT_RUN_PRIORITY[spec.name])}
 
 
 def build_checkpoint_jobs(pre_race_policy: dg.RetryPolicy = PRE_RACE_RETRY_POLICY) -> dict[str, dg.JobDefinition]:

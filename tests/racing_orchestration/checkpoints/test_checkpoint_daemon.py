@@ -64,6 +64,7 @@ def test_daemon_sensor_launches_a_run_that_stores_a_snapshot(tmp_path, pg_instan
     assert runs and runs[-1].tags["dagster/sensor_name"] == "pre_race_t60_sensor"
     first_run = runs[-1]
     assert first_run.tags["racing/checkpoint"] == "t60" and first_run.tags["racing/race_id"]
+    assert first_run.tags["dagster/priority"] == "110"  # the job's tag reaches the sensor's run (the queue reads it)
     assert dt.datetime.fromisoformat(first_run.tags["racing/scheduled_for"]) == first - dt.timedelta(minutes=60)
     with race_db.connect() as conn:
         ledger = conn.execute(sa.text("SELECT state, run_id FROM race_checkpoints WHERE checkpoint='t60' "

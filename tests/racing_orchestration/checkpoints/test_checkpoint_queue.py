@@ -1,0 +1,36 @@
+"""When runs queue up, the real QueuedRunCoordinator (dagster.yaml's concurrency block, on Postgres) launches the
+checkpoint whose window closes soonest first: T-15, then T-60, then T+5, and every checkpoint before maintenance."""
+
+from __future__ import annotations
+
+import pytest
+
+from maintenance_jobs.dispatch import dagster_priority
+from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, PRIORITY_TAG
+from tests.maintenance_jobs.test_run_queue import dequeue, mocked_launch_instance, submit  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("name", "priority"), [("t15", "120"), ("t60", "110"), ("post", "100")])
+def test_each_checkpoint_job_carries_its_queue_priority(name, priority) -> None:
+    assert CHECKPOINT_JOBS[name].tags[PRIORITY_TAG] == priority
+    assert int(priority) > int(dagster_priority(1)) == 99  # the most urgent maintenance task
+
+
+def test_a_queue_of_checkpoints_launches_the_soonest_closing_first(mocked_launch_instance) -> None:
+    """Arrival order as after loading a card whose T-60s had passed: the catch-up T-60s first, a T+5 and a priority-1
+    maintenance task among them, the T-15 last. Each run for a different race (one run per race at a time)."""
+    instance = mocked_launch_instance
+    arrivals = [("t60", "race-a"), ("post", "race-b"), ("maintenance", "p1"), ("t60", "race-c"), ("t15", "race-d")]
+    for name, label in arrivals:
+        if name == "maintenance":
+            submit(instance, "example_executor", {"orchestration/kind": "maintenance", "maintenance/task": label,
+                                                  PRIORITY_TAG: dagster_priority(1)})
+        else:
+            submit(instance, CHECKPOINT_JOBS[name].name, {**CHECKPOINT_JOBS[name].tags, "racing/race_id": label})
+    dequeue(instance)
+    launched = [f"{run.tags['racing/checkpoint']}:{run.tags['racing/race_id']}" if "racing/checkpoint" in run.tags
+                else run.tags["maintenance/task"] for run in instance.run_launcher.queue()]
+    assert launched == ["t15:race-d", "t60:race-a", "t60:race-c", "post:race-b", "p1"]
