@@ -12,6 +12,7 @@ from dagster._core.test_utils import create_run_for_test
 from dagster._daemon.types import DaemonHeartbeat
 from prometheus_client.parser import text_string_to_metric_families
 
+from control_api import container_probe
 from control_api.app import create_app
 from control_api.config import ApiSettings
 from maintenance_jobs.jobs import example_executor_job
@@ -277,6 +278,9 @@ def test_health_answers_503_within_a_second_whatever_the_database_does(
             # ... and within a second: the fastest of the three, since a worker beside this one on a 2-core host can
             # take the CPU for a few hundred ms of any single request.
             assert min(took) < 1.0, f"/health took {[round(t, 2) for t in took]} s"
+            # The container healthcheck: the API answered, so it is serving (the database's own check fails).
+            serving, said = container_probe.probe(f"{base}/health")
+            assert serving and said.startswith("HTTP 503 ") and '"status": "unavailable"' in said, said
 
 
 def test_health_answers_200_quickly_with_both_databases_up(api: RunningApi) -> None:
@@ -291,6 +295,8 @@ def test_health_answers_200_quickly_with_both_databases_up(api: RunningApi) -> N
     body = response.json()
     assert (body["registry_database"], body["dagster_storage"]) == ("ok", "ok")
     assert body["status"] in ("ok", "degraded")  # no daemon heartbeats in this test: degraded, not unavailable
+    serving, said = container_probe.probe(f"{api.base_url}/health")
+    assert serving and said.startswith("HTTP 200 "), said
 
 
 def test_racing_day_completeness_figures_of_the_latest_checks(api: RunningApi, postgres_server_url: str,

@@ -215,6 +215,17 @@ def test_code_servers_are_probed_without_loading_dagster() -> None:
         assert "-p 4000" in service["command"], f"{name} listens elsewhere than its healthcheck asks"
 
 
+def test_the_api_is_probed_on_its_own_port_within_the_check_timeout() -> None:
+    """The probe module (tests/control_api/test_container_probe.py) asks the port the API listens on, and gives up
+    (8 s) before Docker's timeout would cut it off without its output."""
+    from control_api.container_probe import DEFAULT_URL, TIMEOUT_SECONDS
+
+    service = SERVICES["api"]
+    assert service["healthcheck"]["test"] == ["CMD", "python", "-m", "control_api.container_probe"]
+    assert DEFAULT_URL == "http://127.0.0.1:8090/health" and service["command"][-2:] == ["--port", "8090"]
+    assert TIMEOUT_SECONDS < float(service["healthcheck"]["timeout"].removesuffix("s")) == 10
+
+
 def test_every_service_has_resource_limits() -> None:
     for name, service in SERVICES.items():
         limits = service.get("deploy", {}).get("resources", {}).get("limits", {})
