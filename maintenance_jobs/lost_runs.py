@@ -11,7 +11,15 @@ It does not retry:
 - a run whose retry could not be created (code location unreachable): the daemon marks it will_retry=false for good;
 - CANCELED runs (deliberate, or run monitoring's max runtime: the registry's `timeout`).
 
+It can also drop a retry it promised: the run's worker writes the RUN_FAILURE event, then the run's status, then
+`dagster/will_retry` (three commits), and the daemon's event consumer, reading in between, sees a failure of a run still
+STARTED, decides "no retry" and moves its cursor past the event for good (seen in the production form: two tasks
+failed in the same second, one was retried, the other never).
+
 So this guard, a sensor of the maintenance location, looks at each failed maintenance run once Dagster has decided:
+- a retry Dagster promised (`will_retry` true) and dropped (its consumer's cursor is past the failure, or 5 minutes
+  went by) is made by the guard as Dagster makes it: a re-execution in the run's group, counted against max_retries,
+  whatever the failure (the task still existing and enabled);
 - a task failure (the op raised `dg.Failure`, i.e. reported it, or run monitoring stopped it at its max runtime) is
   the task's business: max_retries and the failure alert cover it; the guard leaves it alone;
 - a death Dagster retries is recorded with the retry's run id (the retry is judged in turn when it fails);
@@ -51,6 +59,7 @@ from maintenance_jobs.tags import (
 )
 from orchestration_core.audit.alert_webhook import AlertDeliveryError, AlertWebhook
 from orchestration_core.audit.alerts import slack_message
+from orchestration_core.dagster_internals import retry_consumer_cursor, retry_run_as_the_daemon_would
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
 
 # Re-launches per chain (the first run, its Dagster retries and re-launches): a longer outage ends in an alert.
@@ -72,6 +81,7 @@ class Verdict(StrEnum):
     TASK_FAILURE = "task_failure"  # reported by the op, or stopped at its max runtime: not an infrastructure death
     WAIT = "wait"  # Dagster said it will retry and has not yet
     DAGSTER_RETRIED = "dagster_retried"
+    RETRIED = "retried"  # Dagster said it will retry and dropped it: the guard made that retry
     SUPERSEDED = "superseded"  # a later run of the same task succeeded or is under way: it covers the lost one
     RELAUNCH = "relaunched"
     REPORT = "reported"
@@ -88,6 +98,8 @@ class DeadRun:
     op_reported_failure: bool  # a STEP_FAILURE carrying the op's dg.Failure
     hit_max_runtime: bool
     op_started: bool  # a STEP_START event exists: the task may have done part of its work
+    # Dagster's retry consumer read past the run's RUN_FAILURE event: a retry it has not made by now never comes
+    retry_dropped: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,8 +133,12 @@ def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, newer_run: str | 
            max_relaunches: int = MAX_RELAUNCHES, dagster_retry_wait: dt.timedelta = DAGSTER_RETRY_WAIT) -> Decision:
     """Relaunch, report, or leave to Dagster / the task: see the module docstring."""
     retry_pending = run.tags.get(WILL_RETRY) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID)
-    if retry_pending and (run.ended_at is None or now - run.ended_at < dagster_retry_wait):
+    waited = run.ended_at is not None and now - run.ended_at >= dagster_retry_wait
+    if retry_pending and not (run.retry_dropped or waited):
         return Decision(Verdict.WAIT, "Dagster will retry it")
+    if retry_pending and task.exists and task.enabled:
+        why = "its daemon read past the failure" if run.retry_dropped else f"none came within {dagster_retry_wait.total_seconds() / 60:g} min"
+        return Decision(Verdict.RETRIED, f"Dagster said it would retry it and did not ({why})")
     if run.op_reported_failure or run.hit_max_runtime:
         return Decision(Verdict.TASK_FAILURE, "a failure the task reported (or its max runtime): left to the task")
     if retry := run.tags.get(AUTO_RETRY_RUN_ID):
@@ -164,7 +180,7 @@ def lost_run_message(dead: DeadRun, reason: str) -> dict:
     return slack_message(f"Maintenance run lost: {dead.task_name}", lines)
 
 
-def _dead_run(instance: dg.DagsterInstance, record: dg.RunRecord) -> DeadRun:
+def _dead_run(instance: dg.DagsterInstance, record: dg.RunRecord, retry_cursor: int | None) -> DeadRun:
     run = record.dagster_run
     failures = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
     reported = any(
@@ -178,8 +194,10 @@ def _dead_run(instance: dg.DagsterInstance, record: dg.RunRecord) -> DeadRun:
     )
     started = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START, limit=1).records
     ended = dt.datetime.fromtimestamp(record.end_time, dt.UTC) if record.end_time else None
+    failed_at = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+    dropped = bool(failed_at) and retry_cursor is not None and retry_cursor >= failed_at[-1].storage_id
     return DeadRun(run.run_id, run.tags.get(TAG_TASK, ""), dict(run.tags), ended, reported, hit_max_runtime,
-                   bool(started))
+                   bool(started), dropped)
 
 
 def _task_state(engine: sa.Engine, task_name: str) -> TaskState:
@@ -200,10 +218,20 @@ def guard_tick(instance: dg.DagsterInstance, engine: sa.Engine, alert_webhook: A
     notes: list[str] = []
     undecided = [r for r in _recent_failures(instance, now) if r.dagster_run.tags.get(TAG_GUARD_VERDICT_RUN)
                  != r.dagster_run.run_id]
+    # Read before the runs: a failure at or below it was read by Dagster's consumer before this tick looked.
+    retry_cursor = retry_consumer_cursor(instance)
     for record in undecided[-MAX_DECISIONS_PER_TICK:][::-1]:  # oldest first
-        dead = _dead_run(instance, record)
+        dead = _dead_run(instance, record, retry_cursor)
         decision = decide(dead, _task_state(engine, dead.task_name), now, newer_run=_newer_run(instance, record))
         if decision.verdict == Verdict.WAIT:
+            continue
+        if decision.verdict == Verdict.RETRIED:
+            retry = retry_run_as_the_daemon_would(instance, record.dagster_run)
+            note = f"{dead.run_id} ({dead.task_name}): {decision.reason}; retried as run {retry.run_id}"
+            # A task's own failure keeps its error (the op's message); a death says what happened, as below.
+            task_failure = dead.op_reported_failure or dead.hit_max_runtime
+            _record(instance, engine, dead, Verdict.RETRIED, None if task_failure else f"{death_cause(dead)}; {note}")
+            notes.append(note)
             continue
         note = f"{dead.run_id} ({dead.task_name}): {death_cause(dead)}; {decision.reason}"
         if decision.verdict == Verdict.TASK_FAILURE:

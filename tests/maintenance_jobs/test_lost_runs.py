@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import dagster as dg
 import pytest
 import yaml
 from dagster._core.events import JobFailureData, RunFailureReason
+from dagster._core.events.log import EventLogEntry
 from dagster._core.test_utils import create_test_daemon_workspace_context
 from dagster._core.workspace.load_target import ModuleTarget
 from dagster._daemon.auto_run_reexecution.event_log_consumer import (
@@ -255,6 +257,80 @@ def test_the_outage_that_lost_a_run_and_its_retry_relaunches_it_bounded_then_ale
     clock.advance(minutes=1)
     deployment.guard()
     assert len(webhook.posts) == 1  # reported once
+
+
+def fails_while_the_retry_daemon_reads(deployment: Deployment, run: dg.DagsterRun) -> None:
+    """The run worker's failure, with Dagster's retry daemon reading in between its writes. A worker writes the
+    RUN_FAILURE event, then the run's status, then `dagster/will_retry` (DagsterInstance.handle_new_event, three
+    commits); the daemon's event consumer that reads in between sees a failure event of a run still STARTED and
+    without the tag, decides "no retry" and moves its cursor past the event for good. Seen in the production form:
+    two tasks failed at the same second, one was retried, the other never (tests/production)."""
+    deployment.instance.report_dagster_event(
+        dg.DagsterEvent(event_type_value=dg.DagsterEventType.RUN_START.value, job_name=run.job_name), run_id=run.run_id)
+    failure = dg.DagsterEvent(event_type_value=dg.DagsterEventType.RUN_FAILURE.value, job_name=run.job_name,
+                              message="Execution of run failed.",
+                              event_specific_data=JobFailureData(error=None,
+                                                                 failure_reason=RunFailureReason.STEP_FAILURE))
+    entry = EventLogEntry(error_info=None, level=logging.ERROR, user_message="", run_id=run.run_id,
+                          timestamp=time.time(), job_name=run.job_name, dagster_event=failure)
+    deployment.instance.event_log_storage.store_event(entry)  # 1: the event
+    deployment.retry_iteration()  # the daemon reads here
+    deployment.instance.run_storage.handle_run_event(run.run_id, failure,  # 2: the status
+                                                     dt.datetime.fromtimestamp(entry.timestamp, dt.UTC))
+    deployment.instance.add_run_tags(run.run_id, {WILL_RETRY: "true"})  # 3: the tag (max_retries 1, none used)
+
+
+def test_a_retry_dagster_dropped_is_made_by_the_guard_once_as_dagster_would(
+    deployment: Deployment, clock: Clock
+) -> None:
+    task = "nightly_one_retry"
+    first = deployment.scheduled_run(task)
+    fails_while_the_retry_daemon_reads(deployment, first)
+    deployment.retry_iteration()
+    failed = deployment.instance.get_run_by_id(first.run_id)
+    assert failed.status == S.FAILURE and failed.tags[WILL_RETRY] == "true"
+    assert [r.run_id for r in deployment.runs_of(task)] == [first.run_id]  # Dagster promised a retry, made none
+
+    clock.advance(minutes=1)  # the guard's next tick: the daemon's cursor is past the failure, so no retry will come
+    assert deployment.guard_and_launch() == []  # not a new run of the task: Dagster's retry, in the same run group
+    [_, retry] = deployment.runs_of(task)
+    assert retry.parent_run_id == first.run_id and retry.root_run_id == first.run_id
+    assert retry.tags["dagster/retry_number"] == "1" and retry.tags["dagster/parent_run_id"] == first.run_id
+    assert retry.tags["maintenance/task"] == task and retry.tags["dagster/max_retries"] == "1"
+    assert retry.status == S.QUEUED and retry.execution_plan_snapshot_id == first.execution_plan_snapshot_id
+    assert WILL_RETRY not in retry.tags and "maintenance/guard_verdict" not in retry.tags
+    recorded = deployment.instance.get_run_by_id(first.run_id).tags
+    assert recorded["dagster/auto_retry_run_id"] == retry.run_id and recorded[TAG_VERDICT] == "retried"
+
+    # Once: neither Dagster's daemon nor the guard makes a second one.
+    deployment.retry_iteration()
+    clock.advance(minutes=10)
+    assert deployment.guard_and_launch() == []
+    assert len(deployment.runs_of(task)) == 2
+    # The retry counts against max_retries as Dagster's own does: when it fails too, Dagster retries no more.
+    deployment.dies_mid_run(retry)
+    deployment.retry_iteration()
+    assert deployment.instance.get_run_by_id(retry.run_id).tags[WILL_RETRY] == "false"
+    assert len(deployment.runs_of(task)) == 2
+
+
+def test_the_guard_waits_while_dagsters_daemon_has_not_read_the_failure(deployment: Deployment, clock: Clock) -> None:
+    """A failure the daemon has not reached yet (its cursor is behind it, e.g. the daemon is busy or restarting) is
+    Dagster's to retry: the guard leaves it for up to 5 minutes."""
+    task = "nightly_one_retry"
+    first = deployment.scheduled_run(task)
+    deployment.dies_mid_run(first)  # no retry iteration: the daemon has not read it
+    for _ in range(4):
+        clock.advance(minutes=1)
+        assert deployment.guard_and_launch() == []
+        assert len(deployment.runs_of(task)) == 1
+    deployment.retry_iteration()  # Dagster's own retry
+    [_, retry] = deployment.runs_of(task)
+    assert retry.parent_run_id == first.run_id
+    clock.advance(minutes=1)
+    assert deployment.guard_and_launch() == []
+    assert deployment.instance.get_run_by_id(first.run_id).tags[TAG_VERDICT] == "dagster_retried"
+    assert len(deployment.runs_of(task)) == 2
 
 
 def test_a_failure_the_op_reported_is_left_to_the_task(deployment: Deployment, clock: Clock) -> None:

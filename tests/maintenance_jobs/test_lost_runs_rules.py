@@ -30,10 +30,24 @@ ENABLED = TaskState(True, True, 0)
     # Decided only once Dagster's own decision is final, so its retry never inherits the verdict tag.
     (dead(op_reported_failure=True, tags={WILL_RETRY: "true"}), ENABLED, MINUTE, Verdict.WAIT),
     (dead(op_reported_failure=True, tags={WILL_RETRY: "true", RETRY_OF: "r2"}), ENABLED, MINUTE, Verdict.TASK_FAILURE),
-    (dead(tags={WILL_RETRY: "true"}), ENABLED, MINUTE + dt.timedelta(minutes=4), Verdict.WAIT),
+    (dead(tags={WILL_RETRY: "true"}), ENABLED, MINUTE + dt.timedelta(minutes=4, seconds=59), Verdict.WAIT),
     (dead(tags={WILL_RETRY: "true", RETRY_OF: "r2"}), ENABLED, MINUTE, Verdict.DAGSTER_RETRIED),
-    # Dagster promised a retry that never came (its daemon down or failing): the guard acts.
-    (dead(tags={WILL_RETRY: "true"}), ENABLED, MINUTE + dt.timedelta(minutes=6), Verdict.RELAUNCH),
+    # Dagster promised a retry that never came (its daemon down or failing, or its consumer read past the failure
+    # before the run's status and tag were written): the guard makes that retry, for a task failure too.
+    (dead(tags={WILL_RETRY: "true"}), ENABLED, MINUTE + dt.timedelta(minutes=5), Verdict.RETRIED),
+    (dead(op_reported_failure=True, tags={WILL_RETRY: "true"}), ENABLED, MINUTE + dt.timedelta(minutes=5),
+     Verdict.RETRIED),
+    (dead(tags={WILL_RETRY: "true"}, retry_dropped=True), ENABLED, MINUTE, Verdict.RETRIED),
+    (dead(op_reported_failure=True, tags={WILL_RETRY: "true"}, retry_dropped=True), ENABLED, MINUTE,
+     Verdict.RETRIED),
+    (dead(tags={WILL_RETRY: "true"}, ended_at=None), ENABLED, MINUTE + dt.timedelta(days=1), Verdict.WAIT),
+    (dead(tags={WILL_RETRY: "true", RETRY_OF: "r2"}, retry_dropped=True), ENABLED, MINUTE, Verdict.DAGSTER_RETRIED),
+    (dead(tags={WILL_RETRY: "false"}, retry_dropped=True), ENABLED, MINUTE, Verdict.RELAUNCH),  # as without it
+    # ... but not for a task disabled or deleted since: a death is reported, a task failure left to the task.
+    (dead(tags={WILL_RETRY: "true"}, retry_dropped=True), TaskState(True, False, 3), MINUTE, Verdict.REPORT),
+    (dead(tags={WILL_RETRY: "true"}, retry_dropped=True), TaskState(False), MINUTE, Verdict.REPORT),
+    (dead(op_reported_failure=True, tags={WILL_RETRY: "true"}, retry_dropped=True), TaskState(True, False, 3),
+     MINUTE, Verdict.TASK_FAILURE),
     (dead(tags={WILL_RETRY: "false"}), ENABLED, MINUTE, Verdict.RELAUNCH),  # never reached its op: safe to repeat
     (dead(op_started=True), ENABLED, MINUTE, Verdict.REPORT),  # mid-run, and the task allows no repeat
     (dead(op_started=True), TaskState(True, True, 1), MINUTE, Verdict.RELAUNCH),

@@ -53,6 +53,14 @@ def test_instigator_types_and_tags() -> None:
     # Run retries: the failed run names its retry, and says whether one will come (checkpoint sensors follow them).
     assert internals.AUTO_RETRY_RUN_ID_TAG == "dagster/auto_retry_run_id"
     assert internals.WILL_RETRY_TAG == "dagster/will_retry"
+    # The maintenance guard makes a retry the daemon dropped as the daemon makes it (maintenance_jobs/lost_runs.py).
+    assert internals.RETRY_NUMBER_TAG == "dagster/retry_number"
+    assert {"dagster/will_retry", "dagster/auto_retry_run_id", "dagster/retry_number"} <= set(
+        internals.TAGS_TO_MAYBE_OMIT_ON_RETRY)
+    from dagster._daemon.auto_run_reexecution.event_log_consumer import _create_cursor_key
+    assert internals.RETRY_CONSUMER_CURSOR_KEY == _create_cursor_key(dg.DagsterEventType.RUN_FAILURE)
+    assert set(inspect.signature(dg.DagsterInstance.create_run).parameters) >= {
+        "parent_run_id", "root_run_id", "execution_plan_snapshot", "job_snapshot", "asset_graph", "remote_job_origin"}
     # The instance API the schedulers page reads the state through.
     assert callable(dg.DagsterInstance.get_instigator_state)
 
