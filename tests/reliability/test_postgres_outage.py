@@ -60,6 +60,7 @@ SETTLE = dt.timedelta(seconds=45)
 # Generous: the machine is shared; the product's own bound is the checkpoints' validity (T-15 before the jump).
 SETTLE_TIMEOUT_SECONDS = 1500
 UNFINISHED = ("requested", "requested_late", "running")
+ENDED = ("SUCCESS", "FAILURE", "CANCELED")
 # The dense card races in only some combinations: no 30-minute retries of the empty ones.
 DENSE_CARD_SCRAPE = {"ops": {"scrape_combination": {"config": {"retry_empty": False}}}}
 
@@ -238,6 +239,19 @@ def outage_run(outage_stack) -> OutageRun:
         return rows if not open_rows or lost else None
 
     rows = wait_for("every due checkpoint to end", settled, SETTLE_TIMEOUT_SECONDS, 5)
+    # The ledger says `done` as soon as the op has written; the run itself ends (SUCCESS) a moment later. The
+    # exactly-once test reads the runs, so wait for the ledger's runs to end first (seen once: a late T-60 whose
+    # run was not SUCCESS yet when they were read).
+    ledger_runs = sorted({rows[k].run_id for k in [*due, *late] if k in rows and rows[k].run_id})
+
+    def ledger_runs_ended():
+        try:
+            listed = graphql_runs(stack.dagster_url, {"runIds": ledger_runs}, limit=1000)
+        except httpx.HTTPError:
+            return None
+        return len(listed) == len(ledger_runs) and all(r["status"] in ENDED for r in listed) or None
+
+    wait_for("the ledger's runs to end", ledger_runs_ended, 180, 2)
     wait_for("/health 200 after the last outage",
              lambda: any(at > outages[-1].started_at and answer == "200" for at, answer in health.samples), 120, 2)
     health.done.set()
