@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 import pytest
-import yaml
 
-from dagster._core.test_utils import create_run_for_test, create_test_daemon_workspace_context, poll_for_finished_run
-from dagster._core.workspace.load_target import EmptyWorkspaceTarget, ModuleTarget
+from dagster._core.test_utils import create_test_daemon_workspace_context, poll_for_finished_run
+from dagster._core.workspace.load_target import ModuleTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
 from maintenance_jobs.dispatch import job_and_op, scheduled_run_request
 from maintenance_jobs.models import Task
@@ -21,64 +19,26 @@ from maintenance_jobs.resources import MaintenanceRegistryResource
 from maintenance_jobs.sensors import record_finished_run
 from maintenance_jobs.tags import TAG_OUTPUT, TAG_STATUS, TAG_TRIGGERED_BY
 from maintenance_jobs.trigger import trigger_task
-from tests.maintenance_jobs.job_origins import job_origins
 from orchestration_core.dagster_webserver import DagsterWebserverClient
+from tests import run_queue
+from tests.conftest import REPO_ROOT
+from tests.run_queue import dequeue, queued_instance, submit
 from tests.task_rows import task_data
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONCURRENCY = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["concurrency"]
 MINUTE = dt.datetime(2025, 6, 2, 15, 5, tzinfo=dt.UTC)
-
-
-def queued_instance(database_url: str, run_launcher: dict | None = None):
-    overrides = {
-        "storage": {"postgres": {"postgres_url": database_url}},
-        "run_coordinator": {
-            "module": "dagster._core.run_coordinator",
-            "class": "QueuedRunCoordinator",
-            "config": {"dequeue_use_threads": False},  # launch order = dequeue order, so it can be asserted
-        },
-        "concurrency": CONCURRENCY,
-    }
-    if run_launcher:
-        overrides["run_launcher"] = run_launcher
-    return dg.instance_for_test(overrides=overrides)
 
 
 @pytest.fixture
 def mocked_launch_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
-    # The mocked launcher records launches and leaves runs STARTING: they stay active, as long-running tasks would.
-    launcher = {"module": "dagster._core.test_utils", "class": "MockedRunLauncher"}
-    with queued_instance(dagster_database_url, launcher) as instance:
-        instance.wipe()
+    with run_queue.mocked_launch_instance(dagster_database_url) as instance:
         yield instance
 
 
 def task(name: str, priority: int) -> Task:
     now = dt.datetime.now(dt.UTC)
     return Task.model_validate(task_data(name, priority=priority) | {"id": priority, "created_at": now, "updated_at": now})
-
-
-def submit(instance: dg.DagsterInstance, job_name: str, tags: dict[str, str]) -> str:
-    remote_origin, python_origin = job_origins(job_name)  # submitted runs need their code's origins
-    run = create_run_for_test(
-        instance,
-        job_name=job_name,
-        tags=tags,
-        status=dg.DagsterRunStatus.NOT_STARTED,
-        remote_job_origin=remote_origin,
-        job_code_origin=python_origin,
-    )
-    instance.submit_run(run.run_id, workspace=None)
-    return run.run_id
-
-
-def dequeue(instance: dg.DagsterInstance) -> None:
-    with create_test_daemon_workspace_context(EmptyWorkspaceTarget(), instance) as workspace:
-        with QueuedRunCoordinatorDaemon(interval_seconds=1) as daemon:
-            list(daemon.run_iteration(workspace))
 
 
 def launched_tasks(instance: dg.DagsterInstance) -> list[str]:

@@ -3,13 +3,21 @@ checkpoint whose window closes soonest first: T-15, then T-60, then T+5, and eve
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import dagster as dg
 import pytest
 
 from maintenance_jobs.dispatch import dagster_priority
 from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, PRIORITY_TAG
-from tests.maintenance_jobs.test_run_queue import dequeue, mocked_launch_instance, submit  # noqa: F401
+from tests import run_queue
+from tests.run_queue import dequeue, submit
 
-pytestmark = pytest.mark.integration
+
+@pytest.fixture
+def mocked_launch_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
+    with run_queue.mocked_launch_instance(dagster_database_url) as instance:
+        yield instance
 
 
 @pytest.mark.unit
@@ -19,6 +27,7 @@ def test_each_checkpoint_job_carries_its_queue_priority(name, priority) -> None:
     assert int(priority) > int(dagster_priority(1)) == 99  # the most urgent maintenance task
 
 
+@pytest.mark.integration
 def test_a_queue_of_checkpoints_launches_the_soonest_closing_first(mocked_launch_instance) -> None:
     """Arrival order as after loading a card whose T-60s had passed: the catch-up T-60s first, a T+5 and a priority-1
     maintenance task among them, the T-15 last. Each run for a different race (one run per race at a time)."""
