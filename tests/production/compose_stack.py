@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,7 +178,27 @@ class ComposeStack:
                 return states
             time.sleep(2)
         summary = {s: (r.get("State"), r.get("Health"), r.get("Status")) for s, r in states.items()}
-        raise AssertionError(f"services not healthy within {timeout:.0f} s: {summary}\n{self.logs()}")
+        failing = [s for s in services if states.get(s, {}).get("Health") != "healthy"]
+        raise AssertionError(f"services not healthy within {timeout:.0f} s: {summary}\n"
+                             f"{self.health_checks(states, failing)}\n{self.logs(*failing, tail=60)}\n{self.logs()}")
+
+    def health_checks(self, states: Mapping[str, Mapping], services: Sequence[str]) -> str:
+        """The last healthcheck results Docker kept for `services` (exit code and output of each): why they failed."""
+        shown = []
+        for service in services:
+            name = states.get(service, {}).get("Name")
+            if not name:
+                continue
+            done = self._run(["docker", "inspect", "--format", "{{json .State.Health}}", name], check=False)
+            try:
+                checks = (json.loads(done.stdout) or {}).get("Log") or []
+            except json.JSONDecodeError:
+                checks = []
+            for check in checks[-5:]:
+                output = (check.get("Output") or "").strip()[-600:]
+                started = check.get("Start", "")[:19]
+                shown.append(f"{service} healthcheck {started} exit {check.get('ExitCode')}: {output}")
+        return "\n".join(shown)
 
     def logs(self, *services: str, tail: int = 40) -> str:
         done = self.compose("logs", "--no-color", "--tail", str(tail), *services, check=False, timeout=60)

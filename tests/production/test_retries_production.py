@@ -28,6 +28,10 @@ from tests.production.docker_engine import engine_for_test
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
 
 IMAGE_TAG = "history-retries"
+# One race two hours out, so no racing run shares the host with the retries. With the sample day's full card (the
+# default), a card refresh (every 30 min from 07:00 racing time) that fell inside the test stored a day whose earlier
+# races the checkpoint sensors then caught up: ~40 run containers at once, depending on the time of day.
+SIM_ARGS = ("--dense-every", "1", "--dense-races", "1", "--dense-lead", "120")
 PLUGINS = REPO_ROOT / "tests" / "maintenance_jobs" / "retry_plugins"
 ZONE = ZoneInfo("Pacific/Auckland")  # the compose default maintenance timezone (RACING_TIMEZONE)
 ENTRY_POINTS = """[maintenance_jobs.executors]
@@ -63,7 +67,7 @@ def install_test_plugins(stack: ComposeStack) -> None:
 def stack():
     work_dir = Path(tempfile.mkdtemp(prefix="live-retries-"))
     engine = engine_for_test(work_dir / "engine")
-    live = ComposeStack(work_dir=work_dir, image_tag=IMAGE_TAG)
+    live = ComposeStack(work_dir=work_dir, image_tag=IMAGE_TAG, sim_args=SIM_ARGS)
     try:
         live.write_env()
         live.remove_leftovers()
