@@ -137,7 +137,8 @@ def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, newer_run: str | 
     if retry_pending and not (run.retry_dropped or waited):
         return Decision(Verdict.WAIT, "Dagster will retry it")
     if retry_pending and task.exists and task.enabled:
-        why = "its daemon read past the failure" if run.retry_dropped else f"none came within {dagster_retry_wait.total_seconds() / 60:g} min"
+        minutes = dagster_retry_wait.total_seconds() / 60
+        why = "its daemon read past the failure" if run.retry_dropped else f"none came within {minutes:g} min"
         return Decision(Verdict.RETRIED, f"Dagster said it would retry it and did not ({why})")
     if run.op_reported_failure or run.hit_max_runtime:
         return Decision(Verdict.TASK_FAILURE, "a failure the task reported (or its max runtime): left to the task")
@@ -216,10 +217,11 @@ def guard_tick(instance: dg.DagsterInstance, engine: sa.Engine, alert_webhook: A
     """Decide every undecided failed maintenance run of the last LOOKBACK; tag each decision on the run."""
     requests: list[dg.RunRequest] = []
     notes: list[str] = []
+    # Read before the runs: the consumer moves its cursor only after it has retried and tagged what it read, so a
+    # failure at or below it whose run (read after) has no retry tag was dropped, not retried a moment ago.
+    retry_cursor = retry_consumer_cursor(instance)
     undecided = [r for r in _recent_failures(instance, now) if r.dagster_run.tags.get(TAG_GUARD_VERDICT_RUN)
                  != r.dagster_run.run_id]
-    # Read before the runs: a failure at or below it was read by Dagster's consumer before this tick looked.
-    retry_cursor = retry_consumer_cursor(instance)
     for record in undecided[-MAX_DECISIONS_PER_TICK:][::-1]:  # oldest first
         dead = _dead_run(instance, record, retry_cursor)
         decision = decide(dead, _task_state(engine, dead.task_name), now, newer_run=_newer_run(instance, record))
