@@ -195,8 +195,11 @@ def _dead_run(instance: dg.DagsterInstance, record: dg.RunRecord, retry_cursor: 
     )
     started = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START, limit=1).records
     ended = dt.datetime.fromtimestamp(record.end_time, dt.UTC) if record.end_time else None
-    failed_at = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
-    dropped = bool(failed_at) and retry_cursor is not None and retry_cursor >= failed_at[-1].storage_id
+    dropped = False
+    if retry_cursor is not None and run.tags.get(WILL_RETRY) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID):
+        # Only a promised retry not made yet can have been dropped: the event read is skipped for every other run.
+        failed_at = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+        dropped = bool(failed_at) and retry_cursor >= failed_at[-1].storage_id
     return DeadRun(run.run_id, run.tags.get(TAG_TASK, ""), dict(run.tags), ended, reported, hit_max_runtime,
                    bool(started), dropped)
 
