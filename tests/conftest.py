@@ -183,3 +183,13 @@ def serve_webserver(dagster_database_url: str, module: str, location: str) -> It
             finally:
                 server.should_exit = True
                 thread.join(timeout=10)
+
+
+@pytest.fixture
+def mocked_launch_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
+    """The real run queue on Postgres whose launcher only records launches (tests/run_queue.py), for the queue-order
+    tests of both code locations."""
+    from tests.run_queue import mocked_launch_instance as queue_instance  # run_queue imports this module
+
+    with queue_instance(dagster_database_url) as instance:
+        yield instance

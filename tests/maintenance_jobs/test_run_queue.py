@@ -4,7 +4,6 @@ concurrency block; and a manual trigger launched end to end through a real code 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import dagster as dg
 import pytest
@@ -20,7 +19,6 @@ from maintenance_jobs.sensors import record_finished_run
 from maintenance_jobs.tags import TAG_OUTPUT, TAG_STATUS, TAG_TRIGGERED_BY
 from maintenance_jobs.trigger import trigger_task
 from orchestration_core.dagster_webserver import DagsterWebserverClient
-from tests import run_queue
 from tests.conftest import REPO_ROOT
 from tests.run_queue import dequeue, queued_instance, submit
 from tests.task_rows import task_data
@@ -28,12 +26,6 @@ from tests.task_rows import task_data
 pytestmark = pytest.mark.integration
 
 MINUTE = dt.datetime(2025, 6, 2, 15, 5, tzinfo=dt.UTC)
-
-
-@pytest.fixture
-def mocked_launch_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
-    with run_queue.mocked_launch_instance(dagster_database_url) as instance:
-        yield instance
 
 
 def task(name: str, priority: int) -> Task:

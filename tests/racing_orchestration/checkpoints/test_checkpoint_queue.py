@@ -3,21 +3,11 @@ checkpoint whose window closes soonest first: T-15, then T-60, then T+5, and eve
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import dagster as dg
 import pytest
 
 from maintenance_jobs.dispatch import dagster_priority
 from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, PRIORITY_TAG
-from tests import run_queue
 from tests.run_queue import dequeue, submit
-
-
-@pytest.fixture
-def mocked_launch_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
-    with run_queue.mocked_launch_instance(dagster_database_url) as instance:
-        yield instance
 
 
 @pytest.mark.unit
