@@ -121,6 +121,19 @@ def decide(
     return Decision(Action.REQUEST_LATE, lateness, f"late by {_seconds(lateness)} (grace {_seconds(grace)})")
 
 
+def no_longer_pre_race(spec: CheckpointSpec, status: str | None) -> str | None:
+    """Why odds just fetched for `spec` must not be stored as its snapshot, or None when they may.
+
+    The sensor requests a pre-race checkpoint only before the jump, but its run may start much later (queued behind
+    a backlog, or held by a run whose worker died while Postgres was down). The race's status in the fetched event is
+    the fresh word: once it is Closed, Live, Interim or Final the market is no longer pre-race, and storing it as the
+    T-60 or T-15 would put in-running or settled prices into the movers and the export under a pre-race name. A race
+    past its advertised start that is still Open has not jumped: its odds are still pre-race."""
+    if spec.pre_race and status_is(status, CLOSED, LIVE, INTERIM, FINAL):
+        return f"the race had started when the run fetched (status {status}): odds no longer pre-race, not stored"
+    return None
+
+
 def run_key(race_id: str, spec: CheckpointSpec, attempt: int = 0) -> str:
     """`race:checkpoint`, and `race:post:n` for the post-race chain's follow-up attempt n."""
     return f"{race_id}:{spec.name}" if attempt == 0 else f"{race_id}:{spec.name}:{attempt}"

@@ -17,7 +17,7 @@ from racing_orchestration.checkpoints.jobs import (
     build_checkpoint_jobs,
     checkpoint_run_config,
 )
-from racing_orchestration.checkpoints.windows import CHECKPOINTS
+from racing_orchestration.checkpoints.windows import CHECKPOINTS, no_longer_pre_race
 from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint
 from racing_orchestration.settings import launch_ahead
 from racing_orchestration.race_db.queries import dividends_for_race, final_dividends, odds_for_race, race_row, results_for_race
@@ -73,6 +73,20 @@ def test_checkpoint_runs_are_bounded_so_a_dead_worker_cannot_hold_a_checkpoint(n
         assert worst < -CHECKPOINTS["t15"].offset.total_seconds() - 120
     else:
         assert 2 * fetch <= bound < 3600
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("name", "status", "refused"), [
+    ("t60", "Open", False), ("t15", "Open", False), ("t15", None, False), ("t15", "Abandoned", False),
+    ("t60", "Closed", True), ("t15", "Live", True), ("t15", "interim", True), ("t60", "FINAL", True),
+    ("post", "Final", False), ("post", "Interim", False),
+])
+def test_fetched_odds_are_stored_as_pre_race_only_while_the_race_has_not_jumped(name, status, refused) -> None:
+    # Abandoned races are handled on their own (ledger `abandoned`); a status missing from the event is not a jump.
+    reason = no_longer_pre_race(CHECKPOINTS[name], status)
+    assert (reason is not None) == refused
+    if refused:
+        assert f"status {status}" in reason and "not stored" in reason
 
 
 class EventClock:
@@ -137,6 +151,33 @@ def test_pre_race_snapshot_stores_one_row_per_runner(pg_instance, race_db) -> No
         run = pg_instance.get_run_by_id(result.run_id)
         assert run.tags[TAG_OUTCOME] == "success" and run.tags["racing/meeting_id"] == meeting.meeting_id
         assert run.tags["racing/checkpoint"] == "t60" and run.tags["orchestration/kind"] == "racing"
+
+
+@pytest.mark.integration
+def test_pre_race_run_that_fetches_after_the_jump_stores_no_odds_and_ends_skipped(pg_instance, race_db) -> None:
+    # A T-60 run that started 63 minutes late (queued, or held by a dead worker): the feed says the race is off.
+    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(clock) as server:
+        _, race = pick_race(server.feed.day(DAY))
+        _seed(server, race_db, clock)
+        with race_db.begin() as conn:
+            claim_checkpoint(conn, race.race_id, "t60", race.scheduled_start - dt.timedelta(minutes=60))
+        clock.now = race.scheduled_start + dt.timedelta(minutes=3)
+        result = _run("pre_race_t60", race.race_id, "t60", pg_instance, _client(server), race_db)
+        assert not result.success
+        with race_db.connect() as conn:
+            odds = odds_for_race(conn, race.race_id, "t60")
+            ledger = checkpoint_row(conn, race.race_id, "t60")
+            stored = race_row(conn, race.race_id)
+            scrapes = conn.execute(sa.text("SELECT count(*) FROM scrapes WHERE run_id = :r"), {"r": result.run_id}).scalar()
+        assert odds == []
+        assert (ledger.state, ledger.run_id) == ("skipped", result.run_id)
+        assert f"the race had started when the run fetched (status {stored.status})" in ledger.note, ledger.note
+        assert stored.status in ("Closed", "Live", "Interim", "Final")  # what the feed said is kept
+        assert scrapes == 1
+        run = pg_instance.get_run_by_id(result.run_id)
+        assert run.status == dg.DagsterRunStatus.FAILURE and run.tags[TAG_OUTCOME] == "failed"
+        assert "odds no longer pre-race" in run.tags["racing/error"]
 
 
 @pytest.mark.integration

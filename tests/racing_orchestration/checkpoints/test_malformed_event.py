@@ -94,6 +94,12 @@ def good_event(tab_samples_dir: Path) -> bytes:
 
 
 @pytest.fixture
+def open_event(good_event: bytes) -> bytes:
+    """The sample as TAB serves it before the jump (status Open): a pre-race run stores odds only then."""
+    return _edit(_set("data.race.status", "Open"))(good_event)
+
+
+@pytest.fixture
 def sample_race_db(race_db, tab_samples_dir: Path):
     """The race database after the morning scrape of the sample day (meetings and races, no runners or odds)."""
     with race_db.begin() as conn:
@@ -149,13 +155,13 @@ def _run(job: dg.JobDefinition, checkpoint: str, instance, transport, race_db, a
 @pytest.mark.integration
 @pytest.mark.parametrize(("corrupt", "reason"), [(c, r) for _, c, r in MALFORMED], ids=[i for i, _, _ in MALFORMED])
 def test_pre_race_malformed_payload_fails_with_a_reason_then_a_good_one_is_taken_once(
-        pg_instance, sample_race_db, good_event, monkeypatch, corrupt, reason) -> None:
+        pg_instance, sample_race_db, open_event, monkeypatch, corrupt, reason) -> None:
     retry_clock = DagsterRetryClock.install(monkeypatch)
     race_db = sample_race_db
     with race_db.begin() as conn:
         claim_checkpoint(conn, RACE_ID, "t15", dt.datetime.now(dt.UTC))
-    transport = EventTransport(good_event)
-    bad = corrupt(good_event)
+    transport = EventTransport(open_event)
+    bad = corrupt(open_event)
     transport.queue = [bad, bad, bad]
     failed = _run(pre_race_t15, "t15", pg_instance, transport, race_db)
 
@@ -186,13 +192,13 @@ def test_pre_race_malformed_payload_fails_with_a_reason_then_a_good_one_is_taken
 
 @pytest.mark.integration
 def test_pre_race_malformed_then_good_within_one_run_takes_the_snapshot_once(
-        pg_instance, sample_race_db, good_event, monkeypatch) -> None:
+        pg_instance, sample_race_db, open_event, monkeypatch) -> None:
     retry_clock = DagsterRetryClock.install(monkeypatch)
     race_db = sample_race_db
     with race_db.begin() as conn:
         claim_checkpoint(conn, RACE_ID, "t15", dt.datetime.now(dt.UTC))
-    transport = EventTransport(good_event)
-    transport.queue = [MALFORMED[0][1](good_event)]
+    transport = EventTransport(open_event)
+    transport.queue = [MALFORMED[0][1](open_event)]
     result = _run(pre_race_t15, "t15", pg_instance, transport, race_db)
     assert result.success and retry_clock.waits == [60]
     assert [c.outcome for c in _calls(race_db, result.run_id)] == ["error", "ok"]
