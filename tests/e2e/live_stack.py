@@ -16,7 +16,7 @@ RUNS_QUERY = """
 query Runs($filter: RunsFilter, $limit: Int) {
   runsOrError(filter: $filter, limit: $limit) {
     __typename
-    ... on Runs { results { runId jobName status startTime endTime tags { key value } } }
+    ... on Runs { results { runId jobName status creationTime startTime endTime tags { key value } } }
     ... on PythonError { message }
   }
 }
