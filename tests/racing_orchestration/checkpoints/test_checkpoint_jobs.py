@@ -1,6 +1,7 @@
 """Checkpoint jobs in process against Postgres and the simulated feed on a socket (its clock driven by the test)."""
 
 import datetime as dt
+from dataclasses import dataclass
 
 import dagster as dg
 import pytest
@@ -128,56 +129,61 @@ def _seed(server: SimFeedServer, race_db, clock: Clock, countries=("NZ",)):
     clock.now = at
 
 
-@pytest.mark.integration
-def test_pre_race_snapshot_stores_one_row_per_runner(pg_instance, race_db) -> None:
+@dataclass(frozen=True)
+class T60Run:
+    meeting: object
+    race: object
+    result: dg.ExecuteInProcessResult
+    odds: list
+    ledger: sa.Row
+    stored: sa.Row  # the race row after the run
+    scrapes: int  # calls the run recorded
+
+
+def _t60_fetching_at(pg_instance, race_db, after_start: dt.timedelta) -> T60Run:
+    """A sensor-claimed T-60 whose run fetches `after_start` from the race's start (the feed's clock)."""
     clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
     with _server(clock) as server:
         meeting, race = pick_race(server.feed.day(DAY))
         _seed(server, race_db, clock)
         with race_db.begin() as conn:
             claim_checkpoint(conn, race.race_id, "t60", race.scheduled_start - dt.timedelta(minutes=60))
-        clock.now = race.scheduled_start - dt.timedelta(minutes=60)
+        clock.now = race.scheduled_start + after_start
         result = _run("pre_race_t60", race.race_id, "t60", pg_instance, _client(server), race_db)
-        assert result.success
-        rows = {}
-        with race_db.connect() as conn:
-            rows = odds_for_race(conn, race.race_id, "t60")
-            ledger = checkpoint_row(conn, race.race_id, "t60")
-            scrapes = conn.execute(sa.text("SELECT count(*) FROM scrapes WHERE run_id = :r"), {"r": result.run_id}).scalar()
-        assert len(rows) == len(race.runners)
-        assert all(r.fixed_win and r.pool_win and r.fixed_place for r in rows if not r.is_scratched)
-        assert (ledger.state, ledger.run_id) == ("done", result.run_id)
-        assert scrapes == 1
-        run = pg_instance.get_run_by_id(result.run_id)
-        assert run.tags[TAG_OUTCOME] == "success" and run.tags["racing/meeting_id"] == meeting.meeting_id
-        assert run.tags["racing/checkpoint"] == "t60" and run.tags["orchestration/kind"] == "racing"
+    with race_db.connect() as conn:
+        scrapes = conn.execute(sa.text("SELECT count(*) FROM scrapes WHERE run_id = :r"), {"r": result.run_id}).scalar()
+        return T60Run(meeting, race, result, odds_for_race(conn, race.race_id, "t60"),
+                      checkpoint_row(conn, race.race_id, "t60"), race_row(conn, race.race_id), scrapes)
+
+
+@pytest.mark.integration
+def test_pre_race_snapshot_stores_one_row_per_runner(pg_instance, race_db) -> None:
+    taken = _t60_fetching_at(pg_instance, race_db, -dt.timedelta(minutes=60))
+    result, rows, ledger = taken.result, taken.odds, taken.ledger
+    assert result.success
+    assert len(rows) == len(taken.race.runners)
+    assert all(r.fixed_win and r.pool_win and r.fixed_place for r in rows if not r.is_scratched)
+    assert (ledger.state, ledger.run_id) == ("done", result.run_id)
+    assert taken.scrapes == 1
+    run = pg_instance.get_run_by_id(result.run_id)
+    assert run.tags[TAG_OUTCOME] == "success" and run.tags["racing/meeting_id"] == taken.meeting.meeting_id
+    assert run.tags["racing/checkpoint"] == "t60" and run.tags["orchestration/kind"] == "racing"
 
 
 @pytest.mark.integration
 def test_pre_race_run_that_fetches_after_the_jump_stores_no_odds_and_ends_skipped(pg_instance, race_db) -> None:
     # A T-60 run that started 63 minutes late (queued, or held by a dead worker): the feed says the race is off.
-    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
-    with _server(clock) as server:
-        _, race = pick_race(server.feed.day(DAY))
-        _seed(server, race_db, clock)
-        with race_db.begin() as conn:
-            claim_checkpoint(conn, race.race_id, "t60", race.scheduled_start - dt.timedelta(minutes=60))
-        clock.now = race.scheduled_start + dt.timedelta(minutes=3)
-        result = _run("pre_race_t60", race.race_id, "t60", pg_instance, _client(server), race_db)
-        assert not result.success
-        with race_db.connect() as conn:
-            odds = odds_for_race(conn, race.race_id, "t60")
-            ledger = checkpoint_row(conn, race.race_id, "t60")
-            stored = race_row(conn, race.race_id)
-            scrapes = conn.execute(sa.text("SELECT count(*) FROM scrapes WHERE run_id = :r"), {"r": result.run_id}).scalar()
-        assert odds == []
-        assert (ledger.state, ledger.run_id) == ("skipped", result.run_id)
-        assert f"the race had started when the run fetched (status {stored.status})" in ledger.note, ledger.note
-        assert stored.status in ("Closed", "Live", "Interim", "Final")  # what the feed said is kept
-        assert scrapes == 1
-        run = pg_instance.get_run_by_id(result.run_id)
-        assert run.status == dg.DagsterRunStatus.FAILURE and run.tags[TAG_OUTCOME] == "failed"
-        assert "odds no longer pre-race" in run.tags["racing/error"]
+    late = _t60_fetching_at(pg_instance, race_db, dt.timedelta(minutes=3))
+    assert not late.result.success
+    assert late.odds == []
+    assert (late.ledger.state, late.ledger.run_id) == ("skipped", late.result.run_id)
+    note = late.ledger.note
+    assert f"the race had started when the run fetched (status {late.stored.status})" in note, note
+    assert late.stored.status in ("Closed", "Live", "Interim", "Final")  # what the feed said is kept
+    assert late.scrapes == 1
+    run = pg_instance.get_run_by_id(late.result.run_id)
+    assert run.status == dg.DagsterRunStatus.FAILURE and run.tags[TAG_OUTCOME] == "failed"
+    assert "odds no longer pre-race" in run.tags["racing/error"]
 
 
 @pytest.mark.integration
