@@ -13,7 +13,8 @@ falls due after the second outage. At the end every checkpoint due since the rac
 by exactly one successful run (the ledger's), with one odds snapshot per runner written by that run and the feed having
 served each race's event no more often than runs asked for it; `/health` answered 503 during each outage and 200
 after, and no process was restarted. The catch-up checkpoints (already past when the races were loaded) must be done
-too, except where a run that died in an outage held them until the jump: those end with the reason, and no pre-race
+too, except where an outage held them until the jump (their run queued behind the burst while the queue stood
+still, or a run that died in it): those end with the reason, and no pre-race
 odds anywhere were captured after their race's jump.
 
 The scenario runs once, in the module's `outage_run` fixture, and each of those claims is a test of its own on what it
@@ -62,8 +63,10 @@ SETTLE = dt.timedelta(seconds=45)
 # Generous: the machine is shared; the product's own bound is the checkpoints' validity (T-15 before the jump).
 SETTLE_TIMEOUT_SECONDS = 1500
 UNFINISHED = ("requested", "requested_late", "running")
-# How long after an outage ends a checkpoint may still be held by it on the local stack: a run whose worker died while
-# Postgres was down stays STARTED until its 480 s max runtime (the local launcher cannot see a dead worker), then
+# How long after an outage ends a checkpoint may still be held by it on the local stack. The queue stands still while
+# Postgres is down and then works off the burst of 25 catch-up runs a few a minute on a loaded host (seen: a T-60
+# queued 4 min 21 s, started 7 s after its race jumped, 49 s after the 30 s outage). At worst a run whose worker died
+# while Postgres was down stays STARTED until its 480 s max runtime (the local launcher cannot see a dead worker), then
 # run monitoring cancels it (a 30 s poll, the 180 s cancel timeout, another poll); the sensor looks again within its
 # 120 s launch gap and a 15 s tick, and the new run needs a minute or two to start on a loaded host. A catch-up
 # checkpoint of a race starting within this of an outage's end may therefore miss the jump: it must then end with
@@ -264,7 +267,7 @@ def outage_run(outage_stack) -> OutageRun:
         open_rows = [k for k in [*due, *late]
                      if k not in rows or rows[k].state in UNFINISHED or rows[k].next_attempt_at]
         # A due pre-race checkpoint still open when its race has started is lost for good: stop waiting and say so.
-        # A catch-up one may be held by a run that died in an outage (HELD_BY_AN_OUTAGE): wait for it to end.
+        # A catch-up one may be held past the jump by an outage (HELD_BY_AN_OUTAGE): wait for it to end.
         lost = [k for k in open_rows if k in due and CHECKPOINTS[k[1]].pre_race and utcnow() > starts[k[0]]]
         return rows if not open_rows or lost else None
 
@@ -324,7 +327,7 @@ def test_every_checkpoint_due_in_the_window_ends_done(outage_run: OutageRun) -> 
     rows, due, late, report = outage_run.rows, outage_run.due, outage_run.late, outage_run.report
     not_done = {f"{k[0]}:{k[1]}": (rows[k].state, rows[k].note) for k in due if rows[k].state != "done"}
     assert not not_done, f"checkpoints lost: {not_done}\n{report}"
-    # A catch-up checkpoint is done, or, when a run that died in an outage held it until its race had jumped, ends
+    # A catch-up checkpoint is done, or, when an outage held it (HELD_BY_AN_OUTAGE) until its race had jumped, ends
     # with the reason; never left open, and never done with odds fetched after the jump.
     for k in late:
         if rows[k].state == "done":
