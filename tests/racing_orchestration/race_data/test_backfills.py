@@ -33,10 +33,14 @@ def _today() -> dt.date:
     return dt.datetime.now(ZoneInfo("Pacific/Auckland")).date()
 
 
-def _three_days_one_gone() -> list[dt.date]:
-    """Three consecutive past days, the first older than the feed's history."""
-    first = _today() - dt.timedelta(days=HISTORY_DAYS + 1)
-    return [first + dt.timedelta(days=n) for n in range(3)]
+def _history_feed_and_three_days() -> tuple[SimFeedServer, list[dt.date]]:
+    """A feed keeping HISTORY_DAYS of history, and three consecutive past days, the first older than that. The feed's
+    clock stays at the moment the days were picked: a test running across the racing midnight would otherwise see the
+    feed's history window move under its days (seen at 23:58 NZDT: a day refused on one side only)."""
+    moment = dt.datetime.now(dt.UTC)
+    first = moment.astimezone(ZoneInfo("Pacific/Auckland")).date() - dt.timedelta(days=HISTORY_DAYS + 1)
+    feed = SimFeedServer(SimFeedConfig(seed=7, history_days=HISTORY_DAYS), now=lambda: moment)
+    return feed, [first + dt.timedelta(days=n) for n in range(3)]
 
 
 def _card_records(instance: dg.DagsterInstance) -> dict[str, dg.EventLogRecord]:
@@ -64,9 +68,9 @@ def _stored_meetings(race_db, day: dt.date) -> int:
 
 @pytest.mark.integration
 def test_a_range_with_a_day_tab_no_longer_serves(pg_instance, race_db) -> None:
-    gone, first, second = _three_days_one_gone()
+    feed, (gone, first, second) = _history_feed_and_three_days()
     config = {"ops": {"race_cards": {"config": {"countries": ["NZ"], "retry_delay_seconds": 0.05}}}}
-    with SimFeedServer(SimFeedConfig(seed=7, history_days=HISTORY_DAYS)).start() as server:
+    with feed.start() as server:
         client = TabClient(base_url=server.base_url, retry_backoff_seconds=0.01, timeout_seconds=5)
         result = dg.materialize([race_cards], instance=pg_instance, run_config=config, raise_on_error=False,
                                 resources={"tab_client": client, "race_db": race_db},
@@ -165,8 +169,8 @@ def test_backfill_from_the_ui_dialog_runs_through_the_backfill_daemon(dagster_da
     from dagster_graphql.client.query import LAUNCH_PARTITION_BACKFILL_MUTATION
     from dagster_graphql.test.utils import execute_dagster_graphql
 
-    gone, first, second = _three_days_one_gone()
-    with SimFeedServer(SimFeedConfig(seed=7, history_days=HISTORY_DAYS)).start() as server:
+    feed, (gone, first, second) = _history_feed_and_three_days()
+    with feed.start() as server:
         monkeypatch.setenv("RACING_DATABASE_URL", racing_db_url)
         monkeypatch.setenv("TAB_API_BASE_URL", server.base_url)
         # The run executes in this process (synchronous launcher), from the definitions module: bind its resources
