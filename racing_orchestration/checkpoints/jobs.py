@@ -56,8 +56,8 @@ from racing_orchestration.race_db.store import (
     upsert_event,
 )
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
-from racing_orchestration.tab.client import ApiCall, TabApiError, TabClient, TabTransientError
-from racing_orchestration.tab.models import Event, TabPayloadError, status_is
+from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError
+from racing_orchestration.tab.models import TabPayloadError, status_is
 
 # Transient API errors at a pre-race checkpoint: retry after 1 min, then 2 min, then fail.
 PRE_RACE_MAX_RETRIES = 2
@@ -187,22 +187,9 @@ def _timing(waited: WaitResult | None) -> dict:
 
 
 def _fail(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig, manual: bool,
-          error: str) -> dg.Failure:
+          error: str, ledger_state: str = "failed") -> dg.Failure:
     record_outcome(context, Outcome.FAILED, 0, 1, error)
-    mark_ledger(race_db, config.race_id, config.checkpoint, "failed", context.run_id, error[:500], manual=manual)
-    return dg.Failure(error, allow_retries=False)
-
-
-def _started_before_fetch(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig,
-                          manual: bool, event: Event, calls: list[ApiCall], error: str) -> dg.Failure:
-    """The race jumped before this pre-race run fetched: keep what the event says about the race (status, runners)
-    and the call in the audit, store no odds, and end the checkpoint `skipped` with the reason (as the sensor does
-    for a checkpoint it finds past the jump); the run fails so the late start reaches a person."""
-    with race_db.begin() as conn:
-        upsert_event(conn, event)
-        record_scrapes(conn, calls, context.run_id)
-    record_outcome(context, Outcome.FAILED, 0, 1, error)
-    mark_ledger(race_db, config.race_id, config.checkpoint, "skipped", context.run_id, error[:500], manual=manual)
+    mark_ledger(race_db, config.race_id, config.checkpoint, ledger_state, context.run_id, error[:500], manual=manual)
     return dg.Failure(error, allow_retries=False)
 
 
@@ -225,7 +212,13 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
     except TabApiError as exc:
         raise _fail(context, race_db, config, manual, f"{spec.label} fetch failed: {exc}") from exc
     if (too_late := no_longer_pre_race(spec, event.race.status)) is not None:
-        raise _started_before_fetch(context, race_db, config, manual, event, calls, f"{spec.label} {too_late}")
+        # Keep what the event says about the race and the call in the audit, store no odds; the checkpoint ends
+        # `skipped` with the reason (as the sensor's for one it finds past the jump), and the run fails so a person
+        # hears of the lost snapshot.
+        with race_db.begin() as conn:
+            upsert_event(conn, event)
+            record_scrapes(conn, calls, context.run_id)
+        raise _fail(context, race_db, config, manual, f"{spec.label} {too_late}", ledger_state="skipped")
     with race_db.connect() as conn:
         before = race_row(conn, config.race_id)
     try:

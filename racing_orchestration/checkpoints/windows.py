@@ -71,6 +71,10 @@ def start_window(spec: CheckpointSpec, now: dt.datetime, lookback: dt.timedelta 
     return hi - lookback, hi
 
 
+# Race statuses after the jump: the market is no longer pre-race.
+JUMPED = (CLOSED, LIVE, INTERIM, FINAL)
+
+
 class Action(StrEnum):
     WAIT = "wait"  # not due yet (more than `ahead` away)
     REQUEST = "request"  # on time: within `ahead` before its due time, or at most GRACE after it
@@ -110,7 +114,7 @@ def decide(
         return Decision(Action.WAIT, lateness)
     if status_is(status, ABANDONED):
         return Decision(Action.SKIP, lateness, "race abandoned")
-    if spec.pre_race and (now >= start or status_is(status, CLOSED, LIVE, INTERIM, FINAL)):
+    if spec.pre_race and (now >= start or status_is(status, *JUMPED)):
         return Decision(Action.SKIP, lateness,
                         f"missed by {_seconds(lateness)}: race already started (status {status}), odds no longer pre-race")
     if lateness <= grace:
@@ -129,7 +133,7 @@ def no_longer_pre_race(spec: CheckpointSpec, status: str | None) -> str | None:
     the fresh word: once it is Closed, Live, Interim or Final the market is no longer pre-race, and storing it as the
     T-60 or T-15 would put in-running or settled prices into the movers and the export under a pre-race name. A race
     past its advertised start that is still Open has not jumped: its odds are still pre-race."""
-    if spec.pre_race and status_is(status, CLOSED, LIVE, INTERIM, FINAL):
+    if spec.pre_race and status_is(status, *JUMPED):
         return f"the race had started when the run fetched (status {status}): odds no longer pre-race, not stored"
     return None
 

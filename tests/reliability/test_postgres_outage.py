@@ -14,8 +14,8 @@ by exactly one successful run (the ledger's), with one odds snapshot per runner 
 served each race's event no more often than runs asked for it; `/health` answered 503 during each outage and 200
 after, and no process was restarted. The catch-up checkpoints (already past when the races were loaded) must be done
 too, except where an outage held them until the jump (their run queued behind the burst while the queue stood
-still, or a run that died in it): those end with the reason, and no pre-race
-odds anywhere were captured after their race's jump.
+still, or a run that died in it): those end with the reason, and no pre-race odds anywhere were captured after their
+race's jump.
 
 The scenario runs once, in the module's `outage_run` fixture, and each of those claims is a test of its own on what it
 observed (so a failure names the claim, and under xdist the worker holding this module has queued tests to run).
