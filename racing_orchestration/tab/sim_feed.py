@@ -77,6 +77,10 @@ class SimFeedServer:
         return self.root_url + API_PREFIX
 
     def start(self) -> SimFeedServer:
+        """Serve from a background thread; a second call (`with feed.start() as server:`) changes nothing. A second
+        serving thread would outlive stop(), which ends one, and spin at a full core on the closed socket."""
+        if self._thread is not None:
+            return self
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},
                                         name="sim-tab-feed", daemon=True)
         self._thread.start()

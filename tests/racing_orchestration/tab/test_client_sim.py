@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import dagster as dg
+import httpx
 import pytest
 
 from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError, retry_after_seconds
@@ -259,3 +262,30 @@ def test_the_call_record_keeps_every_attempts_problem(feed_server: SimFeedServer
         assert call.error is None
     else:
         assert call.error.endswith(error), call.error
+
+
+def _serving_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "sim-tab-feed"]
+
+
+@pytest.mark.parametrize("enter", ["start then with", "start twice"])
+def test_a_feed_started_twice_stops_whole_and_leaves_nothing_serving(enter: str) -> None:
+    """`with SimFeedServer(...).start() as server:` is how tests and benchmarks hold a feed. A second start must not
+    add a second serving thread: stop() ended one and closed the socket under the other, which then spun on the
+    closed socket at a full core for the rest of the process (each such test slowed its whole pytest worker)."""
+    before = len(_serving_threads())
+    server = SimFeedServer(SimFeedConfig(seed=7)).start()
+    if enter == "start then with":
+        with server:
+            assert httpx.get(server.base_url + "/meetings?limit=1", timeout=5).status_code == 200
+    else:
+        server.start()
+        server.stop()
+    started = time.monotonic()
+    deadline = started + 5
+    while len(_serving_threads()) > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(_serving_threads()) == before, "a serving thread outlived stop()"
+    cpu_before = time.process_time()
+    time.sleep(0.5)
+    assert time.process_time() - cpu_before < 0.25, "the process kept spending CPU after the feed stopped"
