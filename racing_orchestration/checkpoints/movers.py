@@ -1,13 +1,17 @@
-"""`market_movers`: the day's fixed-win price moves from T-60 to T-15 with the finish, as a daily-partitioned asset."""
+"""`market_movers`: the day's fixed-win price moves from T-60 to T-15 with the finish, as a daily-partitioned asset.
+
+pandas is imported where the movers are computed, not with the module: loading it cost every racing process 0.24
+CPU-s more at start-up (3.29 s instead of 3.05 s: the code server, each run's container, every `dagster`/`racing`
+command), while only this asset's runs use it (bench/startup_imports.py, BENCHMARKS.md).
+"""
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 import dagster as dg
-import pandas as pd
 import sqlalchemy as sa
 
 from orchestration_core.run_outcome import Outcome, record_outcome
-from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame
 from racing_orchestration.race_data.automation import recent_day_data_arrived
 from racing_orchestration.race_data.catalog import GROUP, ODDS_T15, ODDS_T60, RACE_RESULTS, racing_days
 from racing_orchestration.race_data.freshness import DAILY_DERIVED_FRESHNESS
@@ -15,8 +19,11 @@ from racing_orchestration.race_db import schema
 from racing_orchestration.race_db.movers import upsert_market_movers
 from racing_orchestration.race_db.resource import RaceDatabase
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def _day_frames(conn: sa.Connection, day: dt.date) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+
+def _day_frames(conn: sa.Connection, day: dt.date) -> "tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]":
     races = sa.select(schema.races.c.race_id, schema.meetings.c.meeting_date).join(
         schema.meetings, schema.meetings.c.meeting_id == schema.races.c.meeting_id
     ).where(schema.meetings.c.meeting_date == day)
@@ -25,6 +32,8 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> tuple[pd.DataFrame, pd.Dat
     odds = sa.select(odds_t.c.race_id, odds_t.c.runner_number, odds_t.c.checkpoint, odds_t.c.fixed_win).where(
         odds_t.c.race_id.in_(race_ids), odds_t.c.checkpoint.in_(["t60", "t15"])
     )
+    import pandas as pd  # see the module's docstring
+
     res_t = schema.results
     results = sa.select(res_t.c.race_id, res_t.c.runner_number, res_t.c.position).where(res_t.c.race_id.in_(race_ids))
     return tuple(pd.DataFrame(conn.execute(q).mappings().all(), columns=list(q.selected_columns.keys()))
@@ -44,6 +53,8 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> tuple[pd.DataFrame, pd.Dat
     "race_data_automation sensor as snapshots and results arrive.",
 )
 def market_movers(context: dg.AssetExecutionContext, race_db: RaceDatabase) -> None:
+    from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame  # pandas: above
+
     written_total = 0
     for key in context.partition_keys:
         day = dt.date.fromisoformat(key)
