@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from contextlib import contextmanager
 import uuid
 from collections.abc import Iterator
@@ -74,6 +75,34 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     config.option.loadscopereorder = False  # queue the units in the workers' collection order: long ones first
     return SuiteScheduling(config, log)
+
+
+# --- What each test costs the CPU ------------------------------------------------------------------------------------
+# The 2-core machine runs `make test` CPU-bound (bench/suite_cpu.py): a file's wall time says little about what it
+# costs the others beside it. Each test's CPU seconds (its worker's own, plus the subprocesses it ran and reaped:
+# CLIs, servers it stopped) go into the JUnit report as the property `cpu_seconds`; bench/suite_times.py sums them
+# per file. Containers and processes a test leaves to others (a compose stack's run containers) are not in it.
+
+
+def cpu_seconds_used() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+CPU_AT_START = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    item.stash[CPU_AT_START] = cpu_seconds_used()  # before the fixtures: a module's set-up goes to its first test
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    if call.when == "teardown" and CPU_AT_START in item.stash:
+        item.user_properties.append(("cpu_seconds", round(cpu_seconds_used() - item.stash[CPU_AT_START], 2)))
+    return (yield)
 
 
 @pytest.fixture(scope="session")
