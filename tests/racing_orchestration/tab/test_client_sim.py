@@ -285,7 +285,5 @@ def test_a_feed_started_twice_stops_whole_and_leaves_nothing_serving(enter: str)
     deadline = started + 5
     while len(_serving_threads()) > before and time.monotonic() < deadline:
         time.sleep(0.05)
+    # The thread itself is what spun: the process's CPU would also count whatever else the worker runs.
     assert len(_serving_threads()) == before, "a serving thread outlived stop()"
-    cpu_before = time.process_time()
-    time.sleep(0.5)
-    assert time.process_time() - cpu_before < 0.25, "the process kept spending CPU after the feed stopped"
