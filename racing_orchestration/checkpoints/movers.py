@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 
 def _day_frames(conn: sa.Connection, day: dt.date) -> "tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]":
+    import pandas as pd  # see the module's docstring
+
     races = sa.select(schema.races.c.race_id, schema.meetings.c.meeting_date).join(
         schema.meetings, schema.meetings.c.meeting_id == schema.races.c.meeting_id
     ).where(schema.meetings.c.meeting_date == day)
@@ -32,8 +34,6 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> "tuple[pd.DataFrame, pd.Da
     odds = sa.select(odds_t.c.race_id, odds_t.c.runner_number, odds_t.c.checkpoint, odds_t.c.fixed_win).where(
         odds_t.c.race_id.in_(race_ids), odds_t.c.checkpoint.in_(["t60", "t15"])
     )
-    import pandas as pd  # see the module's docstring
-
     res_t = schema.results
     results = sa.select(res_t.c.race_id, res_t.c.runner_number, res_t.c.position).where(res_t.c.race_id.in_(race_ids))
     return tuple(pd.DataFrame(conn.execute(q).mappings().all(), columns=list(q.selected_columns.keys()))

@@ -141,7 +141,7 @@ class OutageRun:
         takes to load its location and fetch, at load 20): each was queued that long, by an outage or behind the
         catch-up burst on a loaded host (run 18: requested 2 min 13 s before the start, started as it jumped), so none
         had a pre-race market to take."""
-        job = {"t60": "pre_race_t60", "t15": "pre_race_t15"}[checkpoint]
+        job = CHECKPOINTS[checkpoint].job_name
         too_late = (self.starts[race_id] - dt.timedelta(seconds=60)).timestamp()
         runs = [r for r in self.runs_of_race(race_id) if r["jobName"] == job]
         return all(r["startTime"] is None or r["startTime"] >= too_late for r in runs)

@@ -281,8 +281,7 @@ def test_a_feed_started_twice_stops_whole_and_leaves_nothing_serving(enter: str)
     else:
         server.start()
         server.stop()
-    started = time.monotonic()
-    deadline = started + 5
+    deadline = time.monotonic() + 5
     while len(_serving_threads()) > before and time.monotonic() < deadline:
         time.sleep(0.05)
     # The thread itself is what spun: the process's CPU would also count whatever else the worker runs.
