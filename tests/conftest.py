@@ -26,24 +26,25 @@ TEST_SERVER_PREFIX = "racing-test-pg-"  # the session's embedded Postgres: <temp
 
 # --- Side by side (`make test` runs the suite on several pytest-xdist workers) --------------------------------------
 # Each test file is a unit one worker runs whole, in file order, so module-scoped fixtures (a webserver, a migrated
-# database, a whole stack) start once; everything under tests/production is one unit, because one Docker engine, the
-# compose project `racing-orchestration` and the published ports 3000/8090 allow one deployment at a time. The long
-# units are queued first, longest first, so each starts at once on a worker of its own while the other workers share
-# the rest. xdist's own `--dist loadgroup` would read `xdist_group` marks, but with pytest 9.2's structured node ids
-# it silently stops grouping (pytest-dev/pytest-xdist#1386): the units are therefore cut from the node ids' paths by
-# the scheduler below. What a new long test must do to keep `make test` within 20 minutes: BENCHMARKS.md ("Test
-# suite").
-DOCKER_ENGINE_GROUP = "docker-engine"
+# database, a whole stack) start once. The compose deployments under tests/production share one Docker engine: the live
+# production test's keeps the production names (project `racing-orchestration`, ports 3000/8090), the alert test's is
+# a project of its own with ports of its own (tests/production/compose_stack.py), so the two run side by side; a new
+# deployment test must take a project and ports of its own too. The long units are queued first, longest first, so
+# each starts at once on a worker of its own while the other workers share the rest. xdist's own `--dist loadgroup`
+# would read `xdist_group` marks, but with pytest 9.2's structured node ids it silently stops grouping
+# (pytest-dev/pytest-xdist#1386): the units are therefore cut from the node ids' paths by the scheduler below. What a
+# new long test must do to keep `make test` within 20 minutes: BENCHMARKS.md ("Test suite").
 LONG_GROUPS = (
-    DOCKER_ENGINE_GROUP,  # the compose deployment on the real engine (image builds, up, restarts, upgrade)
+    "tests/production/test_live_alerts.py",  # the alert path: a compose deployment broken four ways, for real
     "tests/reliability/test_postgres_outage.py",  # a whole stack through two Postgres outages (the window is fixed)
+    "tests/production/test_live_production.py",  # the compose deployment: runs, kills, retries, restarts, upgrade
     "tests/e2e/test_live_stack.py",  # the `make run` stack driven through GraphQL, REST and Chromium
 )
 
 
 def xdist_group_of(path: str) -> str:
     """The unit (xdist scope) of a test file given by its path from the repository root (posix separators)."""
-    return DOCKER_ENGINE_GROUP if path.startswith("tests/production/") else path
+    return path
 
 
 def group_of_node(nodeid: str) -> str:
@@ -64,7 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist (the test extra installs it)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Whatever `--dist` load mode is asked for, the units above: never two deployments on the one engine."""
+    """Whatever `--dist` load mode is asked for, the units above: a module's fixtures start once."""
     if config.getvalue("dist") == "each":  # every test on every worker: nothing to split
         return None
     from xdist.scheduler import LoadScopeScheduling

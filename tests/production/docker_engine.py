@@ -1,20 +1,69 @@
-"""A Docker engine for the live production test: the one already running, or one this module starts and stops.
+"""A Docker engine for the live production tests: the one already running, or one this module starts and stops.
 
 Debian's docker.io has no init system to start it here, so `dockerd` is started by hand (overlay2, the machine's
-default data root so images built by one run are reused by the next) and stopped by the pid it wrote, never by name.
+default data root so images built by one run are reused by the next) and stopped by its pid, never by name.
+
+The suite's workers run two compose deployments side by side on one engine: an engine a test started is shared, and
+only its last user stops it. Who uses it is kept in USERS_FILE (the dockerd pid and the users' pids), read and written
+under a machine-wide lock; a user that died without stopping is dropped when the next one comes or goes.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SOCKET = "/var/run/docker.sock"
+LOCK_DIR = Path("/tmp")
+USERS_FILE = LOCK_DIR / "racing-orchestration-docker-engine.json"
+# Where a test-started dockerd keeps its exec root and log: not under a test's own folder, which goes with the test
+# while the engine may still serve another worker.
+ENGINE_STATE_DIR = LOCK_DIR / "racing-orchestration-dockerd"
+
+
+@contextmanager
+def machine_lock(name: str) -> Iterator[None]:
+    """Held by one process of the machine at a time (the suite's workers share the engine and the image builds)."""
+    with open(LOCK_DIR / f"racing-orchestration-{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def process_alive(pid: int) -> bool:
+    """A process that exists and has not exited (a zombie, waiting to be reaped by its parent, has exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def read_users(path: Path) -> tuple[int | None, list[int]]:
+    """(the pid of the dockerd a test started, the pids using it), the dead left out."""
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, []
+    dockerd = state.get("dockerd")
+    if not (isinstance(dockerd, int) and process_alive(dockerd)):
+        return None, []
+    return dockerd, [pid for pid in state.get("users", []) if isinstance(pid, int) and process_alive(pid)]
+
+
+def write_users(path: Path, dockerd: int | None, users: list[int]) -> None:
+    path.write_text(json.dumps({"dockerd": dockerd, "users": users}))
 
 
 class DockerUnavailable(RuntimeError):
@@ -44,30 +93,67 @@ def engine_answers(timeout: float = 10.0) -> bool:
 
 @dataclass
 class DockerEngine:
-    """The engine the test talks to; `started_here` says whether `stop()` ends it."""
+    """The engine the test talks to; `started_here` says whether it was started by a test, so that `stop()` ends it
+    once no other user is left."""
 
     started_here: bool
     pid: int | None = None
     log_path: Path | None = None
-    process: subprocess.Popen | None = None  # the dockerd this module started
+    process: subprocess.Popen | None = None  # the dockerd, when this process started it
+    users_file: Path = field(default=USERS_FILE)
 
     def stop(self) -> None:
-        if not self.started_here or self.process is None:
+        if not self.started_here or self.pid is None:
             return
-        self.process.send_signal(signal.SIGTERM)
-        # wait() reaps it: a dockerd that exited stays a zombie until then, and polling its pid with kill(pid, 0)
-        # found it "alive" until the deadline (60 s lost at the end of every run that started the engine).
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=30)
+        with machine_lock("docker-engine"):
+            dockerd, users = read_users(self.users_file)
+            if dockerd == self.pid:
+                if os.getpid() in users:
+                    users.remove(os.getpid())
+                if users:  # another worker's deployment still runs on it
+                    write_users(self.users_file, dockerd, users)
+                    return
+                write_users(self.users_file, None, [])
+            self._terminate()
+
+    def _terminate(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGTERM)
+            # wait() reaps it: a dockerd that exited stays a zombie until then, and polling its pid with kill(pid, 0)
+            # found it "alive" until the deadline (60 s lost at the end of every run that started the engine).
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+            return
+        # Started by another worker, which reaps it (or init, once that worker has ended): wait for it to exit.
+        if not process_alive(self.pid):
+            return
+        os.kill(self.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while process_alive(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if process_alive(self.pid):
+            os.kill(self.pid, signal.SIGKILL)
 
 
-def ensure_engine(state_dir: Path) -> DockerEngine:
-    """Use the running engine, or start `dockerd` (root only) and wait until it answers."""
-    if engine_answers():
-        return DockerEngine(started_here=False)
+def ensure_engine(state_dir: Path, users_file: Path = USERS_FILE) -> DockerEngine:
+    """Use the running engine, or start `dockerd` (root only) and wait until it answers. An engine another test
+    started is shared: this process is counted among its users."""
+    with machine_lock("docker-engine"):
+        dockerd, users = read_users(users_file)
+        if engine_answers():
+            if dockerd is None:  # the machine's own engine: never stopped by a test
+                return DockerEngine(started_here=False, users_file=users_file)
+            write_users(users_file, dockerd, [*users, os.getpid()])
+            return DockerEngine(started_here=True, pid=dockerd, users_file=users_file)
+        engine = start_dockerd(state_dir, users_file)
+        write_users(users_file, engine.pid, [os.getpid()])
+        return engine
+
+
+def start_dockerd(state_dir: Path, users_file: Path) -> DockerEngine:
     dockerd = shutil.which("dockerd") or ("/usr/sbin/dockerd" if Path("/usr/sbin/dockerd").exists() else None)
     if dockerd is None:
         raise DockerUnavailable("no Docker engine is running and dockerd is not installed (apt-get install docker.io)")
@@ -95,13 +181,14 @@ def ensure_engine(state_dir: Path) -> DockerEngine:
         if process.poll() is not None:
             raise DockerUnavailable(f"dockerd exited with {process.returncode}: see {log_path}")
         if engine_answers(timeout=5):
-            return DockerEngine(started_here=True, pid=process.pid, log_path=log_path, process=process)
+            return DockerEngine(started_here=True, pid=process.pid, log_path=log_path, process=process,
+                                users_file=users_file)
         time.sleep(0.5)
     process.kill()
     raise DockerUnavailable(f"dockerd did not answer within 60 s: see {log_path}")
 
 
-def engine_for_test(state_dir: Path) -> DockerEngine:
+def engine_for_test(state_dir: Path = ENGINE_STATE_DIR) -> DockerEngine:
     """`ensure_engine` for a test fixture: skips without an engine, but fails under CI=true, where `.ci/run` installs
     Debian's docker.io (a skipped deployment test must never pass for a green CI)."""
     import pytest

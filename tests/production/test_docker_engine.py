@@ -1,12 +1,14 @@
-"""DockerEngine.stop(): ends the dockerd the live tests started, as soon as it has exited; leaves any other alone."""
+"""DockerEngine.stop(): ends the dockerd the live tests started once its last user is done, as soon as it has exited;
+leaves any other alone. (Stand-in processes for the engine and its users; the users file is the test's own.)"""
 
+import os
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.production.docker_engine import DockerEngine
+from tests.production.docker_engine import DockerEngine, read_users, write_users
 
 pytestmark = pytest.mark.unit  # a stand-in process, no Docker engine
 
@@ -15,20 +17,44 @@ def sleeper() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 
 
-def test_stop_returns_once_the_engine_it_started_has_exited() -> None:
+def test_stop_returns_once_the_engine_it_started_has_exited(tmp_path) -> None:
     process = sleeper()
-    engine = DockerEngine(started_here=True, pid=process.pid, process=process)
+    engine = DockerEngine(started_here=True, pid=process.pid, process=process, users_file=tmp_path / "users.json")
     started = time.monotonic()
     engine.stop()
     assert process.poll() is not None
     assert time.monotonic() - started < 10, "waited for an engine that had already exited"
 
 
-def test_stop_leaves_an_engine_it_did_not_start_running() -> None:
+def test_stop_leaves_an_engine_it_did_not_start_running(tmp_path) -> None:
     process = sleeper()
     try:
-        DockerEngine(started_here=False, pid=process.pid).stop()
+        DockerEngine(started_here=False, pid=process.pid, users_file=tmp_path / "users.json").stop()
         assert process.poll() is None
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_shared_engine_runs_until_its_last_user_is_done(tmp_path) -> None:
+    """Two workers' deployments on one engine: the first to finish leaves it running for the other; the last stops
+    it, and a user that died without stopping does not keep it alive."""
+    users_file = tmp_path / "users.json"
+    dockerd, other_worker = sleeper(), sleeper()
+    try:
+        write_users(users_file, dockerd.pid, [os.getpid(), other_worker.pid])
+        DockerEngine(started_here=True, pid=dockerd.pid, process=dockerd, users_file=users_file).stop()
+        assert dockerd.poll() is None, "stopped while another worker still used it"
+        assert read_users(users_file) == (dockerd.pid, [other_worker.pid])
+
+        other_worker.kill()
+        other_worker.wait()
+        write_users(users_file, dockerd.pid, [other_worker.pid, os.getpid()])
+        # This process did not start it (process=None): it ends it by pid and waits for it to exit.
+        DockerEngine(started_here=True, pid=dockerd.pid, users_file=users_file).stop()
+        assert dockerd.wait(timeout=10) is not None
+        assert read_users(users_file) == (None, [])
+    finally:
+        for process in (dockerd, other_worker):
+            process.kill()
+            process.wait()

@@ -48,8 +48,6 @@ from tests.deploy.alert_path import (
 )
 from tests.e2e.live_stack import graphql_runs, tags_of, wait_for
 from tests.production.compose_stack import (
-    API_URL,
-    DAGSTER_URL,
     HERE,
     IMAGE_USER_ID,
     LONG_RUNNING,
@@ -67,8 +65,14 @@ ARTIFACTS = REPO_ROOT / "test-artifacts"
 ALERT_OVERRIDE = HERE / "docker-compose.alerts.yml"
 ALERT_SERVICES = (*SERVICES, "alertmanager", "prometheus", "webhook-receiver")
 ALERT_LONG_RUNNING = (*LONG_RUNNING, "alertmanager", "prometheus", "webhook-receiver")
-RECEIVER_URL = "http://127.0.0.1:8099"
-PROMETHEUS_URL = "http://127.0.0.1:9090"
+# A compose project of its own, beside the live production test's production-named deployment on the same engine
+# (the suite runs the two side by side): its network, volumes and published ports are its own.
+ALERT_PROJECT = "racing-orchestration-alerts"
+ALERT_PORTS = {"webserver": 3100, "api": 8190, "prometheus": 9190, "alertmanager": 9193, "webhook-receiver": 8199}
+DAGSTER_URL = f"http://127.0.0.1:{ALERT_PORTS['webserver']}"
+API_URL = f"http://127.0.0.1:{ALERT_PORTS['api']}"
+RECEIVER_URL = f"http://127.0.0.1:{ALERT_PORTS['webhook-receiver']}"
+PROMETHEUS_URL = f"http://127.0.0.1:{ALERT_PORTS['prometheus']}"
 # Three races a minute apart, the first 16 minutes out: their T-15 checkpoints fall due in the first minutes, while
 # the baseline watches; their starts and T+5 come after the faults.
 SIM_ARGS = ("--dense-every", "1", "--dense-races", "3", "--dense-lead", "16")
@@ -104,7 +108,7 @@ ALLOWED_KEYS = {"Watchdog", alert_key("JobFailureRateHigh", job="config_backup_e
 @pytest.fixture(scope="module")
 def stack():
     work_dir = Path(tempfile.mkdtemp(prefix="live-alerts-"))
-    engine = engine_for_test(work_dir / "engine")
+    engine = engine_for_test()
     config_dir = work_dir / "alert-config"
     prometheus_config(config_dir / "prometheus", interval=TIMINGS["interval"])
     alertmanager_config(config_dir / "alertmanager", group_wait="30s", group_interval=TIMINGS["group_interval"])
@@ -112,6 +116,7 @@ def stack():
         path.chmod(0o755 if path.is_dir() else 0o644)  # read by the images' nobody user
     config_dir.chmod(0o755)
     live = ComposeStack(work_dir=work_dir, sim_args=SIM_ARGS, overrides=(OVERRIDE_FILE, ALERT_OVERRIDE),
+                        project=ALERT_PROJECT, host_ports=ALERT_PORTS,
                         extra_env={"ALERT_WEBHOOK_URL": "http://webhook-receiver:8099/hooks/alerts",
                                    "ALERT_TEST_CONFIG_DIR": str(config_dir)})
     started = time.monotonic()
@@ -208,7 +213,7 @@ def ordinary_day(stack: ComposeStack) -> dict:
     started = time.monotonic()
     (stack.backups / "alerts").mkdir()
     os.chown(stack.backups / "alerts", IMAGE_USER_ID, IMAGE_USER_ID)
-    data = graphql("""
+    data = graphql(DAGSTER_URL, """
         mutation Launch($params: ExecutionParams!) {
           launchRun(executionParams: $params) { __typename ... on LaunchRunSuccess { run { runId } } }
         }""", {"params": {"selector": {"repositoryLocationName": "racing_orchestration",
@@ -216,7 +221,7 @@ def ordinary_day(stack: ComposeStack) -> dict:
                           "runConfigData": {"ops": {"scrape_combination": {"config": {"retry_empty": False}}}}}})
     scrape = data["launchRun"]["run"]["runId"]
     create_backup_task(stack)
-    assert wait_for("the morning scrape", lambda: finished(scrape), 300, 2) == "SUCCESS"
+    assert wait_for("the morning scrape", lambda: finished(scrape, DAGSTER_URL), 300, 2) == "SUCCESS"
 
     def t15_done():
         runs = graphql_runs(DAGSTER_URL, {"pipelineName": "pre_race_t15", "statuses": ["SUCCESS"]})

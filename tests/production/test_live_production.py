@@ -1,9 +1,13 @@
 """The production stack run for real: the project's images, the unchanged docker-compose.yml, a real Docker engine.
 
-One deployment for the module, driven the way an operator and the racing team use it (GraphQL, the control API, the
-UI in Chromium, `docker kill`, `docker compose restart/down/up`). The steps run in file order and build on each
-other; the last one tears everything down and proves nothing is left. Under CI=true it never skips; elsewhere, with
-no Docker engine and no way to start one, it is reported as skipped with the reason (README: `make test-live`).
+One deployment for the module, driven the way an operator and the racing team use it (GraphQL, the control API, the UI
+in Chromium, `docker kill`, `docker compose restart/down/up`). The steps run in file order and build on each other;
+the last one tears everything down and proves nothing is left. The retry chains of two plug-in tasks
+(tests/production/retry_chains.py) run in the same deployment: created first, their attempts run while the steps
+before their test do, instead of in a deployment of their own. The alert test's deployment may run beside this one on
+the engine (a project of its own): what this test lists and removes is this deployment's only. Under CI=true it never
+skips; elsewhere, with no Docker engine and no way to start one, it is reported as skipped with the reason (README:
+`make test-live`).
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ import pytest
 
 from tests.browser import launch, needs_chromium, skip_onboarding
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
-from tests.production.compose_stack import API_URL, DAGSTER_URL, LONG_RUNNING, PROJECT, ComposeStack, REPO_ROOT
+from tests.production.compose_stack import (API_URL, DAGSTER_URL, LONG_RUNNING, NAMED_VOLUMES, PROJECT, REPO_ROOT,
+                                            ComposeStack)
 from tests.production.docker_engine import engine_for_test
+from tests.production.retry_chains import chain_report, create_retry_tasks, install_test_plugins, wait_settled
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
 
@@ -47,24 +53,25 @@ query Keys($runId: ID!) {
 """
 
 
-def graphql(query: str, variables: dict) -> dict:
-    response = httpx.post(f"{DAGSTER_URL}/graphql", json={"query": query, "variables": variables}, timeout=30)
+def graphql(url: str, query: str, variables: dict) -> dict:
+    """A GraphQL query to the webserver at `url` (each deployment publishes its own)."""
+    response = httpx.post(f"{url}/graphql", json={"query": query, "variables": variables}, timeout=30)
     response.raise_for_status()
     body = response.json()
     assert not body.get("errors"), body["errors"]
     return body["data"]
 
 
-def run_status(run_id: str) -> str | None:
-    runs = graphql_runs(DAGSTER_URL, {"runIds": [run_id]})
+def run_status(run_id: str, url: str = DAGSTER_URL) -> str | None:
+    runs = graphql_runs(url, {"runIds": [run_id]})
     return runs[0]["status"] if runs else None
 
 
-def finished(run_id: str) -> str | None:
+def finished(run_id: str, url: str = DAGSTER_URL) -> str | None:
     """The run's end status; None while it runs, and while the webserver cannot answer: right after an upgrade it
     answered GraphQL with a 500 once on a loaded machine (printed, so a lasting error shows in the timeout's output)."""
     try:
-        status = run_status(run_id)
+        status = run_status(run_id, url)
     except httpx.HTTPStatusError as exc:
         print(f"status of run {run_id}: {exc.response.status_code} {exc.response.text[:300]}", flush=True)
         return None
@@ -74,13 +81,14 @@ def finished(run_id: str) -> str | None:
 @pytest.fixture(scope="module")
 def stack():
     work_dir = Path(tempfile.mkdtemp(prefix="live-production-"))
-    engine = engine_for_test(work_dir / "engine")
+    engine = engine_for_test()
     live = ComposeStack(work_dir=work_dir, sim_args=SIM_ARGS)
     started = time.monotonic()
     try:
         live.write_env()
         live.remove_leftovers()  # a deployment an interrupted run left behind
         live.build_images()
+        install_test_plugins(live)  # the retry test's plug-ins, on top of the user-code image
         (live.backup_sources / "compose").mkdir()
         (live.backup_sources / "compose" / "app.yml").write_text("services: {app: {image: example}}\n")
         (live.backup_sources / "cache").mkdir()
@@ -104,7 +112,7 @@ def stack():
 
 @pytest.fixture(scope="module")
 def scrape_run_id(stack: ComposeStack) -> str:
-    data = graphql("""
+    data = graphql(DAGSTER_URL, """
         mutation Launch($params: ExecutionParams!) {
           launchRun(executionParams: $params) { __typename ... on LaunchRunSuccess { run { runId } }
                                                 ... on PythonError { message } }
@@ -118,7 +126,9 @@ def scrape_run_id(stack: ComposeStack) -> str:
     return run_id
 
 
-@pytest.mark.usefixtures("due_task")  # created first thing: its minute passes while the steps before its own run
+# Created first thing, in this order (the retry tasks disable what is enabled before them): their minutes pass while
+# the steps before their own tests run.
+@pytest.mark.usefixtures("retry_tasks", "due_task")
 def test_every_long_running_service_is_healthy_and_migrate_exited_0(stack: ComposeStack) -> None:
     states = stack.states()
     assert {s: states[s]["Health"] for s in LONG_RUNNING} == {s: "healthy" for s in LONG_RUNNING}
@@ -143,10 +153,10 @@ def test_graphql_launched_morning_scrape_runs_in_its_own_container_and_stores_th
 def killed_t15(stack: ComposeStack, scrape_run_id: str) -> dict:
     """`docker kill` of a sensor-launched T-15 run's container while the run is STARTED, mid-/events request."""
     def started_t15_container():
-        for line in stack._run(["docker", "ps", "--filter", "label=dagster/job_name=pre_race_t15", "--format",
-                                '{{.ID}} {{.Label "dagster/run_id"}}']).stdout.splitlines():
-            container, run_id = line.split()
-            if run_status(run_id) == "STARTED":
+        for container in stack.run_containers(job="pre_race_t15"):
+            run_id = stack._run(["docker", "inspect", "--format", '{{index .Config.Labels "dagster/run_id"}}',
+                                 container], check=False).stdout.strip()
+            if run_id and run_status(run_id) == "STARTED":
                 return container, run_id
         return None
 
@@ -247,6 +257,14 @@ def next_minute_cron() -> dict:
 
 
 @pytest.fixture(scope="module")
+def retry_tasks(stack: ComposeStack) -> dt.datetime:
+    """The retry test's two plug-in tasks, created as soon as the deployment is healthy (before any other task): their
+    attempts run while the steps before that test run. Their due time."""
+    with stack.api() as client:
+        return create_retry_tasks(client)
+
+
+@pytest.fixture(scope="module")
 def due_task(stack: ComposeStack) -> str:
     """A task due the coming minute, created as soon as the deployment is healthy, so the dispatcher runs it while
     the steps before the test below run instead of that test waiting out the minute."""
@@ -286,12 +304,13 @@ def test_config_backup_writes_a_verified_archive_to_the_mounted_host_folder(stac
 
 def test_compute_logs_outlive_the_run_container(stack: ComposeStack, triggered_run_id: str) -> None:
     assert stack.container_of_run(triggered_run_id) is None
-    events = graphql(LOG_FILE_KEYS_QUERY, {"runId": triggered_run_id})["logsForRun"]["events"]
+    events = graphql(DAGSTER_URL, LOG_FILE_KEYS_QUERY, {"runId": triggered_run_id})["logsForRun"]["events"]
     file_keys = {e["fileKey"] for e in events if e["__typename"] == "LogsCapturedEvent"}
     assert file_keys, "the run captured no compute logs"
     captured = ""
     for key in file_keys:
-        logs = graphql(CAPTURED_LOGS_QUERY, {"logKey": [triggered_run_id, "compute_logs", key]})["capturedLogs"]
+        logs = graphql(DAGSTER_URL, CAPTURED_LOGS_QUERY,
+                       {"logKey": [triggered_run_id, "compute_logs", key]})["capturedLogs"]
         captured += (logs["stdout"] or "") + (logs["stderr"] or "")
     assert "hello from the production test" in captured
 
@@ -315,6 +334,46 @@ def test_the_ui_through_the_published_port_shows_a_run_page_with_its_logs(trigge
             raise
         page.screenshot(path=str(ARTIFACTS / "production-run-page.png"))
         browser.close()
+
+
+def test_retries_with_the_docker_launcher(stack: ComposeStack, retry_tasks: dt.datetime) -> None:
+    """Created first thing (`retry_tasks`), the two plug-in tasks ran their attempts while the steps above ran."""
+    due = retry_tasks
+    with stack.api() as client:
+        since = due - dt.timedelta(minutes=1)
+        flaky = wait_settled(client, stack, "flaky_once", since, 2)  # failed once, then succeeded
+        broken = wait_settled(client, stack, "always_broken", since, 3)  # three failed attempts
+        time.sleep(30)  # a further retry would be created within seconds of the last failure
+        # Each attempt's status and error in the message: a failed second attempt of flaky_once (seen once, in a
+        # full run at load average ~20) says there why it failed.
+        assert flaky["status"] == "success" and broken["status"] == "failed", (flaky, broken)
+        for name, expected, count in (("flaky_once", flaky, 2), ("always_broken", broken, 3)):
+            items = client.get("/executions", params={"task_name": name, "limit": 100}).json()
+            assert len(items) == count, items  # no attempt beyond max_retries
+            attempts = expected["executions"]
+            assert [e["run_id"] for e in attempts] == [i["run_id"] for i in reversed(items)]
+            assert [(e["triggered_by"], e["retry_count"]) for e in attempts] == (
+                [("scheduler", 0)] + [("retry", n) for n in range(1, count)])
+            assert [e["parent_run_id"] for e in attempts[1:]] == [e["run_id"] for e in attempts[:-1]]
+            assert all(dt.datetime.fromisoformat(e["scheduled_for"]) == due for e in attempts)
+            assert all(e["dagster_url"] and not e["run_pruned"] for e in attempts)
+            task = client.get(f"/tasks/{name}").json()
+            assert (task["last_status"], task["retry_count"]) == (expected["status"], count - 1)
+        assert [e["status"] for e in flaky["executions"]] == ["failed", "success"]
+        assert "attempt 1 fails on purpose" in flaky["executions"][0]["error"]
+        assert flaky["executions"][1]["output"] == "attempt 2 succeeded after 1 failed"
+        assert flaky["executions"][1]["metadata"] == {"message": flaky["executions"][1]["output"],
+                                                      "executor": "fails_then_succeeds"}
+        assert [e["status"] for e in broken["executions"]] == ["failed"] * 3
+        # The report a timed-out wait prints works and names every attempt.
+        report = chain_report(client, stack, "always_broken", since)
+        assert all(e["run_id"] in report for e in broken["executions"]), report
+    # Each attempt ran in a container of its own and counted itself in the shared backups folder.
+    for attempt in flaky["executions"] + broken["executions"]:
+        [run] = graphql_runs(DAGSTER_URL, {"runIds": [attempt["run_id"]]})
+        assert tags_of(run).get("docker/container_id"), attempt["run_id"]
+    assert (stack.backups / "retry-state" / "flaky_once" / "attempts").read_text() == "2"
+    assert (stack.backups / "retry-state" / "always_broken" / "attempts").read_text() == "3"
 
 
 def test_postgres_restart_is_recovered_without_a_hand(stack: ComposeStack) -> None:
@@ -385,7 +444,7 @@ def test_down_then_up_and_an_upgrade_keep_runs_race_data_and_tasks(stack: Compos
     with stack.api() as client:
         run_id = client.post("/tasks/live_manual/trigger").json()["run_id"]
     assert wait_for("a run after the upgrade", lambda: finished(run_id), 240, 2) == "SUCCESS"
-    events = graphql("""query E($runId: ID!) { logsForRun(runId: $runId) { ... on EventConnection {
+    events = graphql(DAGSTER_URL, """query E($runId: ID!) { logsForRun(runId: $runId) { ... on EventConnection {
                        events { ... on MessageEvent { message } } } } }""", {"runId": run_id})
     messages = " ".join(e.get("message") or "" for e in events["logsForRun"]["events"])
     assert "racing-orchestration/user-code:live-upgrade" in messages, "runs start from the upgraded image"
@@ -393,14 +452,17 @@ def test_down_then_up_and_an_upgrade_keep_runs_race_data_and_tasks(stack: Compos
 
 def test_teardown_leaves_no_container_network_or_volume(stack: ComposeStack) -> None:
     stack.down()
+    # This deployment's only: the alert test's deployment may be running beside it on the engine.
     listed = {
         "containers": ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
-        "run containers": ["docker", "ps", "-aq", "--filter", "label=dagster/run_id"],
+        "run containers": ["docker", "ps", "-aq", "--filter", "label=dagster/run_id", "--filter", f"network={PROJECT}"],
         "networks": ["docker", "network", "ls", "-q", "--filter", f"name=^{PROJECT}$"],
         "volumes": ["docker", "volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}"],
     }
     left = {what: subprocess.run(cmd, capture_output=True, text=True).stdout.split() for what, cmd in listed.items()}
     assert left == {what: [] for what in listed}
+    # By name too: the project's volumes (`racing-orchestration_…`) and the fixed names docker-compose.yml gives.
     named = subprocess.run(["docker", "volume", "ls", "-q"], capture_output=True, text=True).stdout.split()
-    assert not [v for v in named if v.startswith(PROJECT)], named
+    fixed = {f"{PROJECT}-{volume}" for volume in NAMED_VOLUMES}
+    assert not [v for v in named if v.startswith(f"{PROJECT}_") or v in fixed], named
     stack.removal_verified = True
