@@ -26,25 +26,27 @@ TEST_SERVER_PREFIX = "racing-test-pg-"  # the session's embedded Postgres: <temp
 
 # --- Side by side (`make test` runs the suite on several pytest-xdist workers) --------------------------------------
 # Each test file is a unit one worker runs whole, in file order, so module-scoped fixtures (a webserver, a migrated
-# database, a whole stack) start once. The compose deployments under tests/production share one Docker engine: the live
-# production test's keeps the production names (project `racing-orchestration`, ports 3000/8090), the alert test's is
-# a project of its own with ports of its own (tests/production/compose_stack.py), so the two run side by side; a new
-# deployment test must take a project and ports of its own too. The long units are queued first, longest first, so
-# each starts at once on a worker of its own while the other workers share the rest. xdist's own `--dist loadgroup`
-# would read `xdist_group` marks, but with pytest 9.2's structured node ids it silently stops grouping
-# (pytest-dev/pytest-xdist#1386): the units are therefore cut from the node ids' paths by the scheduler below. What a
-# new long test must do to keep `make test` within 20 minutes: BENCHMARKS.md ("Test suite").
+# database, a whole stack) start once; everything under tests/production is one unit: its two compose deployments
+# (the alert path's, then the live production test's) run one after the other on the one Docker engine. They could
+# run side by side (the alert test's is a compose project with ports of its own: tests/production/compose_stack.py),
+# but on the 2-core machine that overloaded it: two `up`s at once beside the outage test's stack took 275-306 s
+# each instead of 75-107, load reached 45, the suite used 9% more CPU, and the outage test's catch-ups starved
+# (BENCHMARKS.md, "Test suite", run 20). The long units are queued first, longest first, so each starts at once on a
+# worker of its own while the other workers share the rest. xdist's own `--dist loadgroup` would read `xdist_group`
+# marks, but with pytest 9.2's structured node ids it silently stops grouping (pytest-dev/pytest-xdist#1386): the
+# units are therefore cut from the node ids' paths by the scheduler below. What a new long test must do to keep
+# `make test` within 20 minutes: BENCHMARKS.md ("Test suite").
+DOCKER_ENGINE_GROUP = "docker-engine"
 LONG_GROUPS = (
-    "tests/production/test_live_alerts.py",  # the alert path: a compose deployment broken four ways, for real
+    DOCKER_ENGINE_GROUP,  # the compose deployments on the real engine (image builds, alert path, live production)
     "tests/reliability/test_postgres_outage.py",  # a whole stack through two Postgres outages (the window is fixed)
-    "tests/production/test_live_production.py",  # the compose deployment: runs, kills, retries, restarts, upgrade
     "tests/e2e/test_live_stack.py",  # the `make run` stack driven through GraphQL, REST and Chromium
 )
 
 
 def xdist_group_of(path: str) -> str:
     """The unit (xdist scope) of a test file given by its path from the repository root (posix separators)."""
-    return path
+    return DOCKER_ENGINE_GROUP if path.startswith("tests/production/") else path
 
 
 def group_of_node(nodeid: str) -> str:
@@ -65,7 +67,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist (the test extra installs it)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """Whatever `--dist` load mode is asked for, the units above: a module's fixtures start once."""
+    """Whatever `--dist` load mode is asked for, the units above: one compose deployment at a time on the engine."""
     if config.getvalue("dist") == "each":  # every test on every worker: nothing to split
         return None
     from xdist.scheduler import LoadScopeScheduling

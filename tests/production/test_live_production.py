@@ -82,7 +82,8 @@ def finished(run_id: str, url: str = DAGSTER_URL) -> str | None:
 def stack():
     work_dir = Path(tempfile.mkdtemp(prefix="live-production-"))
     engine = engine_for_test()
-    live = ComposeStack(work_dir=work_dir, sim_args=SIM_ARGS)
+    # An image tag of its own: the retry test's plug-ins go on top of this user-code image, not the alert test's.
+    live = ComposeStack(work_dir=work_dir, image_tag="live-production", sim_args=SIM_ARGS)
     started = time.monotonic()
     try:
         live.write_env()
