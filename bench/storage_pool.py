@@ -1,0 +1,111 @@
+"""What the daemon's storage calls cost with and without a connection pool, by hand (BENCHMARKS.md "Daemon storage").
+
+    .venv/bin/python bench/storage_pool.py [--calls 400] [--rounds 5]
+
+An embedded Postgres and one Dagster storage database; the instance is built from the same `storage: custom:` block
+as dagster.yaml (orchestration_core/pooled_storage.py), once without DAGSTER_STORAGE_POOL_SIZE (dagster-postgres'
+NullPool: a new connection per call, as run workers keep) and once with it set to 2 (the daemon's setting). Each
+round makes the same mix of reads and writes the daemon's loops make (queued-run and in-progress queries, instigator
+state, a tick created and updated, a cursor written) `--calls` times in each mode, interleaved, and reads the whole
+host's CPU (/proc/stat: the client and the Postgres backends both), the wall time and the new Postgres sessions
+(pg_stat_database.sessions). Medians of the rounds, side by side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import dagster as dg  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from local_stack.embedded_postgres import ensure_database, psycopg2_url, temporary_embedded_postgres  # noqa: E402
+from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE  # noqa: E402
+
+
+def host_busy_seconds() -> float:
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def sessions(admin: sa.Engine, database: str) -> int:
+    with admin.connect() as conn:
+        return int(conn.execute(sa.text("SELECT sessions FROM pg_stat_database WHERE datname = :d"),
+                                {"d": database}).scalar_one())
+
+
+def daemon_like_calls(instance: dg.DagsterInstance, calls: int) -> None:
+    """The storage calls of the daemon's loops, in turn."""
+    from dagster._core.scheduler.instigation import TickData, TickStatus  # noqa: PLC0415 - bench only
+    from dagster._core.definitions.run_request import InstigatorType  # noqa: PLC0415
+
+    for i in range(calls):
+        match i % 6:
+            case 0:
+                instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]), limit=25)
+            case 1:
+                instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]), limit=25)
+            case 2:
+                instance.all_instigator_state()
+            case 3:
+                tick = instance.create_tick(TickData(
+                    instigator_origin_id="bench", instigator_name="bench_sensor", instigator_type=InstigatorType.SENSOR,
+                    status=TickStatus.STARTED, timestamp=time.time(), selector_id="bench"))
+                instance.update_tick(tick.with_status(TickStatus.SKIPPED))
+            case 4:
+                instance.daemon_cursor_storage.set_cursor_values({"bench": str(i)})
+            case 5:
+                instance.get_runs(limit=10)
+
+
+def measure(url: str, admin: sa.Engine, database: str, pool_size: int, calls: int) -> dict[str, float]:
+    os.environ[POOL_SIZE_VARIABLE] = str(pool_size) if pool_size else ""
+    overrides = {"storage": {"custom": {"module": "orchestration_core.pooled_storage", "class": "PooledPostgresStorage",
+                                        "config": {"postgres_url": url}}}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        daemon_like_calls(instance, 12)  # warm: tables checked, first connections made
+        before_sessions, before_cpu, started = sessions(admin, database), host_busy_seconds(), time.perf_counter()
+        daemon_like_calls(instance, calls)
+        wall = time.perf_counter() - started
+        cpu = host_busy_seconds() - before_cpu
+        new_sessions = sessions(admin, database) - before_sessions
+    return {"wall_ms_per_call": 1000 * wall / calls, "cpu_ms_per_call": 1000 * cpu / calls,
+            "sessions_per_call": new_sessions / calls}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with temporary_embedded_postgres("bench-storage-pool-") as server:
+        admin_url = psycopg2_url(server.get_uri())
+        url = ensure_database(admin_url, "dagster_bench")
+        admin = sa.create_engine(admin_url, poolclass=sa.pool.NullPool)
+        results: dict[str, list[dict[str, float]]] = {"NullPool (before; run workers)": [], "pool of 2 (daemon)": []}
+        for _ in range(args.rounds):
+            for label, size in (("NullPool (before; run workers)", 0), ("pool of 2 (daemon)", 2)):
+                results[label].append(measure(url, admin, "dagster_bench", size, args.calls))
+    print(f"{args.calls} daemon-like storage calls per round, {args.rounds} rounds, medians "
+          f"({os.cpu_count()} CPUs; host CPU = client + Postgres backends)\n")
+    print("| storage | wall ms/call | host CPU ms/call | new sessions/call |")
+    print("|---|---|---|---|")
+    medians = {}
+    for label, rows in results.items():
+        medians[label] = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+        m = medians[label]
+        print(f"| {label} | {m['wall_ms_per_call']:.2f} | {m['cpu_ms_per_call']:.2f} | {m['sessions_per_call']:.2f} |")
+    before, after = medians["NullPool (before; run workers)"], medians["pool of 2 (daemon)"]
+    print(f"\nCPU per call: {before['cpu_ms_per_call'] / after['cpu_ms_per_call']:.1f}x less with the pool; "
+          f"wall: {before['wall_ms_per_call'] / after['wall_ms_per_call']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The instance's storage (orchestration_core/pooled_storage.py): dagster-postgres' own, pooled only in a process that
+sets DAGSTER_STORAGE_POOL_SIZE (the compose daemon), on a real Postgres."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+import dagster as dg
+import pytest
+import sqlalchemy as sa
+import yaml
+
+from orchestration_core import pooled_storage
+from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE, PooledPostgresStorage, pool_size_from_environment
+from tests.conftest import REPO_ROOT
+
+MODULE = REPO_ROOT / "orchestration_core" / "pooled_storage.py"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("value", "size"), [(None, 0), ("", 0), ("0", 0), ("2", 2), (" 3 ", 3), ("20", 20)])
+def test_pool_size_comes_from_the_variable(value: str | None, size: int) -> None:
+    environ = {} if value is None else {POOL_SIZE_VARIABLE: value}
+    assert pool_size_from_environment(environ) == size
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("value", ["-1", "two", "2.5", "21", "1e3"])
+def test_a_bad_pool_size_stops_the_process_naming_the_variable(value: str) -> None:
+    with pytest.raises(ValueError, match=f"{POOL_SIZE_VARIABLE} must be a whole number from 0 to 20"):
+        pool_size_from_environment({POOL_SIZE_VARIABLE: value})
+
+
+@pytest.mark.unit
+def test_the_module_imports_dagsters_public_packages_only() -> None:
+    """The Dagster image holds this one file and no project package (deploy/Dockerfile.dagster)."""
+    imported = set()
+    for node in ast.walk(ast.parse(MODULE.read_text())):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module)
+    assert imported == {"__future__", "os", "collections.abc", "dagster_postgres", "dagster_postgres.utils"}
+
+
+@pytest.mark.unit
+def test_the_compose_instance_uses_it_and_the_dagster_image_has_it() -> None:
+    storage = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())["storage"]["custom"]
+    assert (storage["module"], storage["class"]) == ("orchestration_core.pooled_storage", "PooledPostgresStorage")
+    assert storage["config"] == {"postgres_url": {"env": "DAGSTER_POSTGRES_URL"}}
+    dockerfile = (REPO_ROOT / "deploy" / "Dockerfile.dagster").read_text()
+    copied = "COPY orchestration_core/__init__.py orchestration_core/pooled_storage.py /opt/dagster/lib/orchestration_core/"
+    assert copied in dockerfile and "ENV PYTHONPATH=/opt/dagster/lib" in dockerfile
+    ignore = (REPO_ROOT / "deploy" / "Dockerfile.dagster.dockerignore").read_text().splitlines()
+    assert {"!orchestration_core/__init__.py", "!orchestration_core/pooled_storage.py"} <= set(ignore)
+
+
+@pytest.mark.unit
+def test_only_the_daemon_sets_the_pool_and_run_containers_never_get_it() -> None:
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
+    setting = {name: (service.get("environment") or {}).get(POOL_SIZE_VARIABLE)
+               for name, service in compose["services"].items()}
+    assert {name: value for name, value in setting.items() if value is not None} == {"daemon": "2"}
+    launcher = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())["run_launcher"]["config"]
+    assert POOL_SIZE_VARIABLE not in launcher["env_vars"]
+
+
+# --- on Postgres ------------------------------------------------------------------------------------------------------
+
+
+def pooled_instance(url: str) -> Iterator[dg.DagsterInstance]:
+    overrides = {"storage": {"custom": {"module": "orchestration_core.pooled_storage",
+                                        "class": "PooledPostgresStorage", "config": {"postgres_url": url}}}}
+    with dg.instance_for_test(overrides=overrides) as instance:
+        yield instance
+
+
+def count_connects(instance: dg.DagsterInstance) -> list[int]:
+    """A counter of the new database connections the instance's three storages open from now on."""
+    opened = [0]
+    for storage in (instance.run_storage, instance.event_log_storage, instance.schedule_storage):
+        sa.event.listen(storage._engine, "connect", lambda *_: opened.__setitem__(0, opened[0] + 1))  # noqa: SLF001
+    return opened
+
+
+def storage_calls(instance: dg.DagsterInstance, calls: int) -> None:
+    for i in range(calls):
+        instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED]), limit=5)
+        instance.all_instigator_state()
+        instance.all_logs("pool-test-run")
+        instance.daemon_cursor_storage.set_cursor_values({"pool-test": str(i)})
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("setting", "most_connections"), [("2", 3), ("", None)], ids=["daemon", "run worker"])
+def test_the_daemon_keeps_its_connections_and_a_run_worker_opens_one_per_call(
+    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch, setting: str, most_connections: int | None
+) -> None:
+    monkeypatch.setenv(POOL_SIZE_VARIABLE, setting)
+    for instance in pooled_instance(fresh_database_url):
+        assert isinstance(instance.get_ref().storage, PooledPostgresStorage)
+        opened = count_connects(instance)
+        storage_calls(instance, 20)
+        if most_connections is None:  # dagster-postgres' NullPool: a connection per call (80 calls)
+            assert opened[0] >= 80
+        else:  # one thread: one connection per storage, kept
+            assert opened[0] <= most_connections
+
+
+@pytest.mark.integration
+def test_a_pooled_daemon_survives_its_connections_being_cut(fresh_database_url: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a Postgres restart does to pooled connections: each is checked before use and replaced."""
+    monkeypatch.setenv(POOL_SIZE_VARIABLE, "2")
+    for instance in pooled_instance(fresh_database_url):
+        storage_calls(instance, 2)
+        opened = count_connects(instance)
+        database = sa.engine.make_url(fresh_database_url).database
+        admin = sa.create_engine(fresh_database_url, poolclass=sa.pool.NullPool)
+        with admin.connect() as conn:
+            cut = conn.execute(sa.text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                       "WHERE datname = :d AND pid <> pg_backend_pid()"),
+                               {"d": database}).scalar_one()
+        admin.dispose()
+        assert cut >= 3  # the three storages' kept connections
+        storage_calls(instance, 5)
+        assert instance.daemon_cursor_storage.get_cursor_values({"pool-test"}) == {"pool-test": "4"}
+        assert 3 <= opened[0] <= 6  # reconnected, once per cut connection, not per call
+
+
+@pytest.mark.integration
+def test_a_run_launched_by_the_pooled_daemon_opens_no_pool(fresh_database_url: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run container gets the daemon's instance by reference, but not its environment."""
+    monkeypatch.setenv(POOL_SIZE_VARIABLE, "2")
+    for daemon in pooled_instance(fresh_database_url):
+        assert type(daemon.run_storage._engine.pool).__name__ == "QueuePool"  # noqa: SLF001
+        ref = daemon.get_ref()
+        monkeypatch.delenv(POOL_SIZE_VARIABLE)
+        with dg.DagsterInstance.from_ref(ref) as run_worker:
+            assert isinstance(run_worker.get_ref().storage, pooled_storage.PooledPostgresStorage)
+            for storage in (run_worker.run_storage, run_worker.event_log_storage, run_worker.schedule_storage):
+                assert type(storage._engine.pool).__name__ == "NullPool"  # noqa: SLF001
