@@ -19,10 +19,11 @@ run: install
 	$(BIN)/python -m local_stack $(SIM_ARGS)
 
 # Side by side on TEST_WORKERS pytest-xdist workers. Each test file runs whole on one worker, tests/production as one
-# unit (one Docker engine, fixed ports); the long units (the compose deployment, the Postgres outage, the live stack)
-# start first, each on a worker of its own, and the other workers share the rest (tests/conftest.py). Three on the
-# 2-core reference machine: the suite keeps both cores busy (bench/suite_cpu.py), so a fourth worker only added load
-# (with four, the timing-sensitive whole-stack tests failed in one of two full runs; BENCHMARKS.md).
+# unit (its compose deployments one at a time: side by side they overloaded 2 cores); the long units (the compose
+# deployments, the Postgres outage, the live stack) start first, each on a worker of its own, and the other workers
+# share the rest (tests/conftest.py). Three on the 2-core reference machine: the suite keeps both cores busy
+# (bench/suite_cpu.py), so a fourth worker only added load (with four, the timing-sensitive whole-stack tests failed in
+# one of two full runs; BENCHMARKS.md).
 TEST_WORKERS ?= 3
 
 # test-artifacts/junit.xml feeds bench/suite_times.py (time per file, slowest tests: BENCHMARKS.md "Test suite").
