@@ -12,6 +12,8 @@ settings = maintenance_settings()
 
 defs = dg.Definitions(
     jobs=MAINTENANCE_JOBS,
+    # Each job is one op: run it in the run worker, not in a second process that loads the location again.
+    executor=dg.in_process_executor,
     schedules=[],
     sensors=MAINTENANCE_SENSORS,
     resources={

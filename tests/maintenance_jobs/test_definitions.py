@@ -20,6 +20,15 @@ def test_jobs_resolve_and_count_as_maintenance(name: str) -> None:
     assert job.tags["orchestration/kind"] == "maintenance"  # the run queue's limit of 5 applies to every launch
 
 
+@pytest.mark.parametrize("name", JOBS)
+def test_each_job_runs_its_one_op_in_the_run_worker(name: str) -> None:
+    """Under Dagster's default (multiprocess) executor the run worker started a second process for the one step,
+    loading Dagster and the location again: 5.5 CPU-s a run instead of 3.0 (bench/maintenance_run_cpu.py)."""
+    job = defs.resolve_job_def(name)
+    assert len(job.nodes) == 1
+    assert job.executor_def is dg.in_process_executor
+
+
 @pytest.mark.parametrize("name", SENSORS)
 def test_sensors_resolve_and_start_running(name: str) -> None:
     sensor = defs.resolve_sensor_def(name)
