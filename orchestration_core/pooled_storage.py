@@ -44,6 +44,18 @@ def pool_size_from_environment(environ: Mapping[str, str] | None = None) -> int:
     return int(value)
 
 
+def _close_engines_on_dispose(storage, *owners) -> None:
+    """`storage.dispose()` goes on to close the connection pools of `owners` (storages with an `_engine`)."""
+    dispose = storage.dispose
+
+    def dispose_and_close() -> None:
+        dispose()
+        for owner in owners:
+            owner._engine.dispose()  # noqa: SLF001 - the pool this module gave it
+
+    storage.dispose = dispose_and_close
+
+
 class PooledPostgresStorage(DagsterPostgresStorage):
     """dagster-postgres' storage (same config, tables and behaviour) whose run, event-log and schedule storages each
     keep up to POOL_SIZE_VARIABLE connections open when the process sets it; without it, DagsterPostgresStorage."""
@@ -59,6 +71,11 @@ class PooledPostgresStorage(DagsterPostgresStorage):
                     storage.postgres_url, storage._token_provider, isolation_level="AUTOCOMMIT",  # noqa: SLF001
                     pool_size=self.pool_size, max_overflow=POOL_MAX_OVERFLOW, pool_pre_ping=True,
                     pool_recycle=POOL_RECYCLE_SECONDS)
+            # A disposed instance closes what its pools hold: DagsterInstance.dispose() reaches the run and event-log
+            # storages (not the schedule storage), and dagster-postgres' storages never close their engines, so an
+            # instance made and dropped (a test, a short command) would leave its connections open until collected.
+            _close_engines_on_dispose(self.run_storage, self.run_storage, self.schedule_storage)
+            _close_engines_on_dispose(self.event_log_storage, self.event_log_storage)
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> PooledPostgresStorage:  # dagster-postgres' own, for cls

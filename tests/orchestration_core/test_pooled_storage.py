@@ -142,3 +142,27 @@ def test_a_run_launched_by_the_pooled_daemon_opens_no_pool(fresh_database_url: s
             assert isinstance(run_worker.get_ref().storage, pooled_storage.PooledPostgresStorage)
             for storage in (run_worker.run_storage, run_worker.event_log_storage, run_worker.schedule_storage):
                 assert type(storage._engine.pool).__name__ == "NullPool"  # noqa: SLF001
+
+
+def connections_to(url: str) -> int:
+    admin = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with admin.connect() as conn:
+            return conn.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :d "
+                                        "AND pid <> pg_backend_pid()"),
+                                {"d": sa.engine.make_url(url).database}).scalar_one()
+    finally:
+        admin.dispose()
+
+
+@pytest.mark.integration
+def test_a_disposed_pooled_instance_leaves_no_connection_open(fresh_database_url: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """dagster-postgres never closes its engines: without closing the pools on dispose, each instance made and dropped
+    in a process left its three storages' connections open (a test session ran out of connections so)."""
+    monkeypatch.setenv(POOL_SIZE_VARIABLE, "2")
+    for _ in range(3):
+        for instance in pooled_instance(fresh_database_url):
+            storage_calls(instance, 2)
+            assert connections_to(fresh_database_url) >= 3  # kept while the instance lives
+        assert connections_to(fresh_database_url) == 0
