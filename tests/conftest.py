@@ -19,6 +19,7 @@ from local_stack.embedded_postgres import (
     psycopg2_url,
     temporary_embedded_postgres,
 )
+from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TAB_SAMPLES_DIR = REPO_ROOT / "tests" / "racing_orchestration" / "tab" / "samples"  # real API responses, in the repo
@@ -153,6 +154,20 @@ def dagster_database_url(postgres_server_url: str) -> Iterator[str]:
     yield from _fresh_database(postgres_server_url, "dagster")
 
 
+# The tests' Dagster instances keep their storage connections as the compose daemon does (orchestration_core/
+# pooled_storage.py): a test makes hundreds of storage calls, and dagster-postgres' NullPool opens a Postgres backend
+# for each. On the racing tests of the fast tier (3 workers) that was 115 CPU-s of Postgres instead of 64 and 180 s
+# instead of 148 (BENCHMARKS.md "Test suite"). The variable reaches the commands tests start too; their instances
+# (dagster.yaml: dagster-postgres' own storage) do not read it.
+os.environ.setdefault(POOL_SIZE_VARIABLE, "2")
+
+
+def pooled_postgres_storage(url: str) -> dict:
+    """The instance `storage:` block of a test instance on the Postgres database at `url`."""
+    return {"custom": {"module": "orchestration_core.pooled_storage", "class": "PooledPostgresStorage",
+                       "config": {"postgres_url": url}}}
+
+
 @pytest.fixture
 def pg_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     """A Dagster instance on Postgres run/event/schedule storage, emptied before each test."""
@@ -161,7 +176,7 @@ def pg_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
 
 def wiped_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     """A Dagster instance on the session's Postgres storage database, emptied first (for fixtures of any scope)."""
-    overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
+    overrides = {"storage": pooled_postgres_storage(dagster_database_url)}
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.wipe()
         # Schedule and sensor states and ticks too: a sensor one test stopped (or failed) must not leak into the next.
@@ -202,7 +217,7 @@ def serve_webserver(dagster_database_url: str, module: str, location: str) -> It
     from tests.control_api.conftest import serve
 
     overrides = {
-        "storage": {"postgres": {"postgres_url": dagster_database_url}},
+        "storage": pooled_postgres_storage(dagster_database_url),
         "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
     }
     target = ModuleTarget(module_name=module, attribute=None, working_directory=str(REPO_ROOT), location_name=location)

@@ -13,7 +13,7 @@ import yaml
 from dagster._core.test_utils import create_run_for_test, create_test_daemon_workspace_context
 from dagster._core.workspace.load_target import EmptyWorkspaceTarget
 from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, pooled_postgres_storage
 from tests.maintenance_jobs.job_origins import job_origins
 
 CONCURRENCY = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["concurrency"]
@@ -21,7 +21,7 @@ CONCURRENCY = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["concurre
 
 def queued_instance(database_url: str, run_launcher: dict | None = None):
     overrides = {
-        "storage": {"postgres": {"postgres_url": database_url}},
+        "storage": pooled_postgres_storage(database_url),
         "run_coordinator": {
             "module": "dagster._core.run_coordinator",
             "class": "QueuedRunCoordinator",

@@ -16,6 +16,7 @@ from control_api.config import DEFAULT_PUBLIC_PATHS, ApiSettings
 from maintenance_jobs.database.migrate import upgrade
 from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, serve
 from tests.task_rows import task_body
+from tests.conftest import pooled_postgres_storage
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
 
@@ -45,7 +46,7 @@ def shared_api(postgres_server_url: str, dagster_database_url: str, dagster_webs
     name = f"auth_{uuid.uuid4().hex[:10]}"
     registry_url = ensure_database(postgres_server_url, name)
     upgrade(registry_url)
-    overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
+    overrides = {"storage": pooled_postgres_storage(dagster_database_url)}
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.wipe()
         settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: instance,

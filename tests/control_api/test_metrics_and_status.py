@@ -21,6 +21,7 @@ from local_stack.stack import free_port
 from racing_orchestration.race_db import upgrade as upgrade_race_db
 from racing_orchestration.race_db.schema import scrapes
 from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, answered_health, serve
+from tests.conftest import pooled_postgres_storage
 from tests.task_rows import task_body
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
@@ -229,7 +230,7 @@ class BlackHole:
 
 def _unreachable_instance(url: str, stack) -> dg.DagsterInstance:
     """A Dagster instance whose Postgres run storage is at `url` (opening it is what hangs or fails)."""
-    return stack.enter_context(dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": url}}}))
+    return stack.enter_context(dg.instance_for_test(overrides={"storage": pooled_postgres_storage(url)}))
 
 
 # Well above what scheduling on a loaded host adds to the 0.8 s probe deadline, well below any connect timeout.

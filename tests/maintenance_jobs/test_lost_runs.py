@@ -33,6 +33,7 @@ from orchestration_core.audit.alert_webhook import AlertWebhook
 from tests.maintenance_jobs.job_origins import job_origins
 from tests.orchestration_core.audit.conftest import CapturedWebhook
 from tests.task_rows import task_data
+from tests.conftest import pooled_postgres_storage
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +54,7 @@ TAG_VERDICT, TAG_RELAUNCH_OF, TAG_RELAUNCH_NUMBER = (
 def instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     """Postgres storage with dagster.yaml's run queue, run retries and run monitoring blocks."""
     overrides = {
-        "storage": {"postgres": {"postgres_url": dagster_database_url}},
+        "storage": pooled_postgres_storage(dagster_database_url),
         "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
         "run_retries": DAGSTER_YAML["run_retries"],
         "run_monitoring": DAGSTER_YAML["run_monitoring"],

@@ -21,7 +21,7 @@ from racing_orchestration.ingestion.race_cards import race_cards
 from racing_orchestration.tab.client import TabClient
 from racing_orchestration.tab.sim_engine import SimFeedConfig
 from racing_orchestration.tab.sim_feed import SimFeedServer
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, pooled_postgres_storage
 
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 RACE_CARDS = dg.AssetKey("race_cards")
@@ -177,7 +177,7 @@ def test_backfill_from_the_ui_dialog_runs_through_the_backfill_daemon(dagster_da
         # to this test's feed, as a code server started now would.
         definitions = importlib.reload(importlib.import_module("racing_orchestration.definitions"))
         try:
-            overrides = {"storage": {"postgres": {"postgres_url": dagster_database_url}}}
+            overrides = {"storage": pooled_postgres_storage(dagster_database_url)}
             with dg.instance_for_test(overrides=overrides, synchronous_run_launcher=True,
                                       synchronous_run_coordinator=True) as instance:
                 instance.wipe()
