@@ -364,20 +364,15 @@ def test_alertmanager_is_the_prometheus_alert_path_to_the_run_alerts_webhook() -
     assert "alertmanager-data:/alertmanager" in service["volumes"]
 
 
-def test_healthchecks_probe_often_while_a_service_starts_and_at_their_interval_after() -> None:
-    """Every service waits for the health of the one before it: with only `interval` (10-30 s) each step of the
-    chain waited up to a whole interval after its service was ready."""
-    for name, service in SERVICES.items():
-        if name in ONE_SHOT:
-            continue
-        check = service["healthcheck"]
-        assert check["start_interval"] == "2s", name
-        assert float(check["interval"].removesuffix("s")) >= 10, name  # not 2 s for the service's whole life
-        assert float(check["start_period"].removesuffix("s")) >= 20, name
-
-
 def test_postgres_is_healthy_only_when_it_listens_on_the_network() -> None:
     """The entrypoint's temporary server for the init scripts listens on the Unix socket only: a check over TCP
     cannot pass before the server migrate will use is up."""
     command = SERVICES["postgres"]["healthcheck"]["test"]
     assert command[0] == "CMD-SHELL" and "pg_isready -h 127.0.0.1 " in command[1], command
+
+
+def test_no_healthcheck_uses_start_interval() -> None:
+    """Compose refuses `start_interval` below Docker Engine 25 ("can't set healthcheck.start_interval as feature
+    require Docker Engine v25 or later"), and the reference engine is Debian 12's docker.io 20.10: every `up` would
+    fail. Tried for a faster `up` and withdrawn before it landed."""
+    assert not [name for name, service in SERVICES.items() if "start_interval" in service.get("healthcheck", {})]
