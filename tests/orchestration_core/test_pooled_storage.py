@@ -13,7 +13,7 @@ import yaml
 
 from orchestration_core import pooled_storage
 from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE, PooledPostgresStorage, pool_size_from_environment
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, pooled_postgres_storage
 
 MODULE = REPO_ROOT / "orchestration_core" / "pooled_storage.py"
 
@@ -70,9 +70,7 @@ def test_only_the_daemon_sets_the_pool_and_run_containers_never_get_it() -> None
 
 
 def pooled_instance(url: str) -> Iterator[dg.DagsterInstance]:
-    overrides = {"storage": {"custom": {"module": "orchestration_core.pooled_storage",
-                                        "class": "PooledPostgresStorage", "config": {"postgres_url": url}}}}
-    with dg.instance_for_test(overrides=overrides) as instance:
+    with dg.instance_for_test(overrides={"storage": pooled_postgres_storage(url)}) as instance:
         yield instance
 
 
