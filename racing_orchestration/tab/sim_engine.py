@@ -7,7 +7,8 @@ import json
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -52,6 +53,7 @@ class SimResponse:
     headers: dict[str, str] = field(default_factory=dict)
     hold_seconds: float = 0.0  # wait before answering
     drop: bool = False  # close the connection without an answer
+    event_id: str | None = None  # the race of an /events/{id} answer: counted in `events_in_flight` while held
 
 
 def _json_response(status: int, payload: Any, **headers: str) -> SimResponse:
@@ -74,6 +76,7 @@ class SimFeed:
         self._counts: Counter[str] = Counter()
         self.last_headers: dict[str, str] = {}
         self._peers: set[str] = set()  # client (host, port)s seen: how many connections clients opened
+        self._in_flight: Counter[str] = Counter()  # /events/{id} answers being held, per race id
         self.lifecycle = Lifecycle(dt.timedelta(seconds=config.interim_after_seconds),
                                    dt.timedelta(seconds=config.final_after_seconds))
         self._dense: list[SimMeeting] | None = None
@@ -169,9 +172,29 @@ class SimFeed:
             "statuses": {k.removeprefix("status:"): v for k, v in counts.items() if k.startswith("status:")},
             # 200 answers of /events/{id} per race id: how many times each race's odds or results were served.
             "events_served": {k.removeprefix("event_ok:"): v for k, v in counts.items() if k.startswith("event_ok:")},
+            # /events/{id} requests received and not yet answered, per race id: a run is mid-request right now.
+            "events_in_flight": self.events_in_flight(),
             "connections": len(self._peers), "sim_now": self.now().isoformat(),
             "last_headers": dict(self.last_headers), "config": asdict(self.config),
         }
+
+    def events_in_flight(self) -> dict[str, int]:
+        with self._lock:
+            return {race_id: n for race_id, n in self._in_flight.items() if n > 0}
+
+    @contextmanager
+    def holding(self, response: SimResponse) -> Iterator[None]:
+        """While the server holds `response` before answering: an /events/{id} one counts as in flight."""
+        if response.event_id is None:
+            yield
+            return
+        with self._lock:
+            self._in_flight[response.event_id] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_flight[response.event_id] -= 1
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -205,6 +228,7 @@ class SimFeed:
         response.hold_seconds += self.config.latency_ms / 1000
         if endpoint == "/events/{id}":
             response.hold_seconds += self.config.events_latency_ms / 1000
+            response.event_id = parts[1]
         self.count(f"status:{response.status if not response.drop else 'dropped'}")
         if endpoint == "/events/{id}" and response.status == 200 and not response.drop:
             self.count(f"event_ok:{parts[1]}")

@@ -26,8 +26,9 @@ def _handler_for(feed: SimFeed, stopping: threading.Event) -> type[BaseHTTPReque
             body = self.rfile.read(length) if length else b""
             peer = "%s:%s" % self.client_address[:2]
             response: SimResponse = feed.handle(self.command, self.path, dict(self.headers.items()), body, peer)
-            if response.hold_seconds > 0 and stopping.wait(response.hold_seconds):
-                response.drop = True  # shutting down: do not finish a held request
+            with feed.holding(response):
+                if response.hold_seconds > 0 and stopping.wait(response.hold_seconds):
+                    response.drop = True  # shutting down: do not finish a held request
             if response.drop:
                 self.close_connection = True
                 try:

@@ -150,25 +150,66 @@ def test_graphql_launched_morning_scrape_runs_in_its_own_container_and_stores_th
     assert int(meetings) >= 1 and int(races) >= 3
 
 
+def sim_root(stack: ComposeStack) -> str:
+    """The simulated feed as this host reaches it: its container's address on the deployment's bridge network (the
+    feed publishes no port)."""
+    container = stack.compose("ps", "-q", "tab-sim").stdout.strip()
+    address = stack._run(["docker", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                          container]).stdout.strip()
+    return f"http://{address}:8765"
+
+
+STEP_EVENTS_QUERY = """
+query Events($runId: ID!) { logsForRun(runId: $runId) { ... on EventConnection { events { __typename } } } }
+"""
+
+
+def step_succeeded(run_id: str) -> bool:
+    events = graphql(DAGSTER_URL, STEP_EVENTS_QUERY, {"runId": run_id})["logsForRun"]["events"]
+    return any(e["__typename"] == "ExecutionStepSuccessEvent" for e in events)
+
+
 @pytest.fixture(scope="module")
 def killed_t15(stack: ComposeStack, scrape_run_id: str) -> dict:
-    """`docker kill` of a sensor-launched T-15 run's container while the run is STARTED, mid-/events request."""
-    def started_t15_container():
-        for container in stack.run_containers(job="pre_race_t15"):
-            run_id = stack._run(["docker", "inspect", "--format", '{{index .Config.Labels "dagster/run_id"}}',
-                                 container], check=False).stdout.strip()
-            if run_id and run_status(run_id) == "STARTED":
-                return container, run_id
-        return None
+    """`docker kill` of a sensor-launched T-15 run's container while the feed holds its /events request (7 s): the
+    step is mid-request and has stored nothing. The feed lists the races of the requests it holds; a run's race is
+    known from its tags before its request arrives, so the kill follows the feed's answer within a poll. (Waiting for
+    the run to be STARTED and then a fixed second once killed a run on a loaded machine after its step had already
+    succeeded: nothing was left to retry.)"""
+    sim = sim_root(stack)
+    race_of_run: dict[str, str] = {}
 
-    container, run_id = wait_for("a pre_race_t15 run STARTED in its container", started_t15_container, 300, 0.5)
-    time.sleep(1.0)  # into the step: its /events request takes 7 s
+    def t15_mid_request():
+        listed = stack._run(["docker", "ps", "--filter", "label=dagster/job_name=pre_race_t15", "--filter",
+                             f"network={stack.network}", "--format", '{{.ID}} {{.Label "dagster/run_id"}}']).stdout
+        running = dict(line.split() for line in listed.splitlines() if line.strip())
+        for run_id in running.values():
+            if run_id not in race_of_run:
+                runs = graphql_runs(DAGSTER_URL, {"runIds": [run_id]})
+                race_of_run[run_id] = tags_of(runs[0]).get("racing/race_id", "") if runs else ""
+        held = httpx.get(f"{sim}/_sim/stats", timeout=30).json()["events_in_flight"]
+        return next(((container, run_id) for container, run_id in running.items() if race_of_run[run_id] in held),
+                    None)
+
+    container, run_id = wait_for("a pre_race_t15 run mid-request in its container", t15_mid_request, 300, 0.2)
     stack._run(["docker", "kill", container])
     killed_at = time.monotonic()
     status = wait_for("run monitoring to fail the killed run", lambda: finished(run_id), 180, 1)
     detected_after = time.monotonic() - killed_at
+    assert not step_succeeded(run_id), f"run {run_id} was killed after its step had succeeded, not mid-request"
     [run] = graphql_runs(DAGSTER_URL, {"runIds": [run_id]})
     return {"run_id": run_id, "status": status, "detected_after": detected_after, "tags": tags_of(run)}
+
+
+def retry_story(stack: ComposeStack, run_id: str) -> str:
+    """What became of a failed run's automatic retry, for a timeout's message: the runs of its group with their
+    statuses and errors, and what the daemon logged about it."""
+    lines = [f"run {run_id}: {tags_of(graphql_runs(DAGSTER_URL, {'runIds': [run_id]})[0])}"]
+    for run in graphql_runs(DAGSTER_URL, {"tags": [{"key": "dagster/root_run_id", "value": run_id}]}):
+        lines.append(f"retry {run['runId']}: {run['status']} {run_errors(DAGSTER_URL, run['runId'])}")
+    daemon_log = stack.compose("logs", "--no-color", "daemon", check=False, timeout=60).stdout
+    lines += [line[:400] for line in daemon_log.splitlines() if run_id in line][-20:]
+    return "\n".join(lines)
 
 
 def test_t15_sensor_launches_runs_whose_odds_land_in_the_race_database(stack: ComposeStack, killed_t15) -> None:
@@ -196,7 +237,10 @@ def test_killed_run_container_is_failed_by_run_monitoring_then_retried_and_taken
         runs = graphql_runs(DAGSTER_URL, {"tags": [{"key": "dagster/parent_run_id", "value": killed_t15["run_id"]}]})
         return [r for r in runs if r["status"] == "SUCCESS"]
 
-    [retry] = wait_for("run_retries to re-launch the killed run and succeed", retry_succeeded, 240, 2)
+    try:
+        [retry] = wait_for("run_retries to re-launch the killed run and succeed", retry_succeeded, 240, 2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{retry_story(stack, killed_t15['run_id'])}") from None
     assert tags_of(retry)["racing/race_id"] == race_id and tags_of(retry)["docker/container_id"]
     ledger = stack.psql("racing", f"SELECT state, run_id FROM race_checkpoints WHERE race_id = '{race_id}' "
                                   "AND checkpoint = 't15'")

@@ -286,3 +286,22 @@ def test_a_feed_started_twice_stops_whole_and_leaves_nothing_serving(enter: str)
         time.sleep(0.05)
     # The thread itself is what spun: the process's CPU would also count whatever else the worker runs.
     assert len(_serving_threads()) == before, "a serving thread outlived stop()"
+
+
+def test_an_events_request_is_in_flight_while_the_feed_holds_it_and_not_after() -> None:
+    """`events_in_flight` names the race of an /events/{id} request from its arrival until its answer: the live
+    production test kills a checkpoint run's container while its race is listed, i.e. mid-request."""
+    with SimFeedServer(SimFeedConfig(seed=2, events_latency_ms=1500), now=lambda: PINNED_NOW) as running:
+        race_id = running.feed.day(today(running))[0].races[0].race_id
+        answered: list[int] = []
+        request = threading.Thread(target=lambda: answered.append(
+            httpx.get(f"{running.base_url}/events/{race_id}", timeout=30).status_code))
+        assert httpx.get(f"{running.root_url}/_sim/stats", timeout=30).json()["events_in_flight"] == {}
+        request.start()
+        deadline = time.monotonic() + 1.5
+        seen: dict[str, int] = {}
+        while not seen and time.monotonic() < deadline:
+            seen = httpx.get(f"{running.root_url}/_sim/stats", timeout=30).json()["events_in_flight"]
+        request.join(30)
+        assert seen == {race_id: 1} and answered == [200]
+        assert httpx.get(f"{running.root_url}/_sim/stats", timeout=30).json()["events_in_flight"] == {}
