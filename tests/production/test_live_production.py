@@ -348,7 +348,8 @@ def test_config_backup_writes_a_verified_archive_to_the_mounted_host_folder(stac
 
 
 def test_compute_logs_outlive_the_run_container(stack: ComposeStack, triggered_run_id: str) -> None:
-    assert stack.container_of_run(triggered_run_id) is None
+    # Docker removes an exited run container (auto_remove) a moment after its run has ended.
+    wait_for("the run's container to be removed", lambda: stack.container_of_run(triggered_run_id) is None, 60, 1)
     events = graphql(DAGSTER_URL, LOG_FILE_KEYS_QUERY, {"runId": triggered_run_id})["logsForRun"]["events"]
     file_keys = {e["fileKey"] for e in events if e["__typename"] == "LogsCapturedEvent"}
     assert file_keys, "the run captured no compute logs"
