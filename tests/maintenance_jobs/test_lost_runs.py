@@ -50,8 +50,8 @@ TAG_VERDICT, TAG_RELAUNCH_OF, TAG_RELAUNCH_NUMBER = (
 
 # ---- against Dagster's real retry daemon and run monitoring ----
 
-@pytest.fixture
-def instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
+@pytest.fixture(scope="module")
+def module_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     """Postgres storage with dagster.yaml's run queue, run retries and run monitoring blocks."""
     overrides = {
         "storage": pooled_postgres_storage(dagster_database_url),
@@ -60,16 +60,31 @@ def instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
         "run_monitoring": DAGSTER_YAML["run_monitoring"],
     }
     with dg.instance_for_test(overrides=overrides) as inst:
-        inst.wipe()
         yield inst
 
 
-@pytest.fixture
-def workspace(instance: dg.DagsterInstance):
+@pytest.fixture(scope="module")
+def module_workspace(module_instance: dg.DagsterInstance):
+    """One code server for the module's tests: starting it (a process importing Dagster and the location) cost each
+    test ~3 CPU-s; its definitions do not change between tests."""
     target = ModuleTarget(module_name="maintenance_jobs.definitions", attribute="defs",
                           working_directory=str(REPO_ROOT), location_name="maintenance_jobs")
-    with create_test_daemon_workspace_context(target, instance) as context:
+    with create_test_daemon_workspace_context(target, module_instance) as context:
         yield context
+
+
+@pytest.fixture
+def instance(module_instance: dg.DagsterInstance) -> dg.DagsterInstance:
+    """The module's instance, emptied for each test (runs, events, and the daemon cursors kept in its storage)."""
+    module_instance.wipe()
+    module_instance.wipe_all_schedules()
+    module_instance.wipe_daemon_heartbeats()
+    return module_instance
+
+
+@pytest.fixture
+def workspace(instance: dg.DagsterInstance, module_workspace):
+    return module_workspace
 
 
 class Clock:
