@@ -102,16 +102,15 @@ def wait_settled(client: httpx.Client, stack: ComposeStack, task: str, since: dt
         raise AssertionError(f"{timed_out}\n{chain_report(client, stack, task, since)}") from None
 
 
-
-
 def create_retry_tasks(client: httpx.Client) -> dt.datetime:
-    """The two plug-in tasks, due in the minute three minutes from now (time for the deployment to be idle around
-    it); every task already enabled is disabled first, so only these two and what the test creates later run.
+    """The two plug-in tasks, due in the minute two minutes from now (one to two minutes away: the dispatcher launches
+    every task due since its last evaluated minute, so none is missed; three minutes only made the retry test wait
+    for them); every task already enabled is disabled first, so only these two and what the test creates later run.
     Returns their due time."""
     for task in client.get("/tasks").json():
         if task["enabled"]:
             assert client.put(f"/tasks/{task['task_name']}", json={"enabled": False}).status_code == 200
-    due = dt.datetime.now(ZONE).replace(second=0, microsecond=0) + dt.timedelta(minutes=3)
+    due = dt.datetime.now(ZONE).replace(second=0, microsecond=0) + dt.timedelta(minutes=2)
     when = {"minute": due.minute, "hour": due.hour, "day_of_month": due.day, "month": due.month}
     for name, executor, config in (
         ("flaky_once", "fails_then_succeeds", {"state_dir": "/backups/retry-state/flaky_once", "failures": 1}),
