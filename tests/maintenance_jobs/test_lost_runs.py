@@ -66,7 +66,7 @@ def module_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
 @pytest.fixture(scope="module")
 def module_workspace(module_instance: dg.DagsterInstance):
     """One code server for the module's tests: starting it (a process importing Dagster and the location) cost each
-    test ~3 CPU-s; its definitions do not change between tests."""
+    test ~2 CPU-s; its definitions do not change between tests."""
     target = ModuleTarget(module_name="maintenance_jobs.definitions", attribute="defs",
                           working_directory=str(REPO_ROOT), location_name="maintenance_jobs")
     with create_test_daemon_workspace_context(target, module_instance) as context:
@@ -75,10 +75,10 @@ def module_workspace(module_instance: dg.DagsterInstance):
 
 @pytest.fixture
 def instance(module_instance: dg.DagsterInstance) -> dg.DagsterInstance:
-    """The module's instance, emptied for each test (runs, events, and the daemon cursors kept in its storage)."""
+    """The module's instance, emptied for each test: runs, events and daemon heartbeats (`wipe`), sensor states and
+    ticks (the guard's cursor)."""
     module_instance.wipe()
     module_instance.wipe_all_schedules()
-    module_instance.wipe_daemon_heartbeats()
     return module_instance
 
 
