@@ -288,13 +288,22 @@ class ComposeStack:
                             "-v", "ON_ERROR_STOP=1", "-c", sql, timeout=60)
         return [line.split("\t") for line in done.stdout.splitlines() if line]
 
-    def run_containers(self, all_states: bool = False, job: str | None = None) -> list[str]:
-        """Ids of containers the DockerRunLauncher started for this deployment (it labels each with the run id and
-        job, and attaches it to the deployment's network: another deployment's run containers are not listed)."""
+    def _run_container_filters(self, job: str | None = None) -> list[str]:
+        """`docker ps` filters for the containers the DockerRunLauncher started for this deployment (it labels each
+        with the run id and job, and attaches it to the deployment's network: another deployment's are not listed)."""
         filters = ["--filter", "label=dagster/run_id", "--filter", f"network={self.network}"]
-        if job:
-            filters += ["--filter", f"label=dagster/job_name={job}"]
-        return self._run(["docker", "ps", "-q", *filters, *(["-a"] if all_states else [])]).stdout.split()
+        return filters + (["--filter", f"label=dagster/job_name={job}"] if job else [])
+
+    def run_containers(self, all_states: bool = False) -> list[str]:
+        """Ids of this deployment's run containers."""
+        return self._run(["docker", "ps", "-q", *self._run_container_filters(),
+                          *(["-a"] if all_states else [])]).stdout.split()
+
+    def running_runs(self, job: str) -> dict[str, str]:
+        """This deployment's running run containers of `job`: container id -> run id (one `docker ps`)."""
+        listed = self._run(["docker", "ps", *self._run_container_filters(job),
+                            "--format", '{{.ID}} {{.Label "dagster/run_id"}}']).stdout
+        return dict(line.split() for line in listed.splitlines() if line.strip())
 
     def run_containers_left(self, timeout: float = 90) -> dict[str, str]:
         """After `compose down`: the run containers still there once `timeout` has passed, id -> state. A run in

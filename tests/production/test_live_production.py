@@ -46,8 +46,8 @@ MAINTENANCE_TZ = ZoneInfo("Pacific/Auckland")
 CAPTURED_LOGS_QUERY = """
 query Captured($logKey: [String!]!) { capturedLogs(logKey: $logKey) { stdout stderr } }
 """
-LOG_FILE_KEYS_QUERY = """
-query Keys($runId: ID!) {
+RUN_EVENTS_QUERY = """
+query Events($runId: ID!) {
   logsForRun(runId: $runId) { ... on EventConnection { events { __typename ... on LogsCapturedEvent { fileKey } } } }
 }
 """
@@ -159,13 +159,8 @@ def sim_root(stack: ComposeStack) -> str:
     return f"http://{address}:8765"
 
 
-STEP_EVENTS_QUERY = """
-query Events($runId: ID!) { logsForRun(runId: $runId) { ... on EventConnection { events { __typename } } } }
-"""
-
-
 def step_succeeded(run_id: str) -> bool:
-    events = graphql(DAGSTER_URL, STEP_EVENTS_QUERY, {"runId": run_id})["logsForRun"]["events"]
+    events = graphql(DAGSTER_URL, RUN_EVENTS_QUERY, {"runId": run_id})["logsForRun"]["events"]
     return any(e["__typename"] == "ExecutionStepSuccessEvent" for e in events)
 
 
@@ -180,9 +175,7 @@ def killed_t15(stack: ComposeStack, scrape_run_id: str) -> dict:
     race_of_run: dict[str, str] = {}
 
     def t15_mid_request():
-        listed = stack._run(["docker", "ps", "--filter", "label=dagster/job_name=pre_race_t15", "--filter",
-                             f"network={stack.network}", "--format", '{{.ID}} {{.Label "dagster/run_id"}}']).stdout
-        running = dict(line.split() for line in listed.splitlines() if line.strip())
+        running = stack.running_runs("pre_race_t15")
         for run_id in running.values():
             if run_id not in race_of_run:
                 runs = graphql_runs(DAGSTER_URL, {"runIds": [run_id]})
@@ -350,7 +343,7 @@ def test_config_backup_writes_a_verified_archive_to_the_mounted_host_folder(stac
 def test_compute_logs_outlive_the_run_container(stack: ComposeStack, triggered_run_id: str) -> None:
     # Docker removes an exited run container (auto_remove) a moment after its run has ended.
     wait_for("the run's container to be removed", lambda: stack.container_of_run(triggered_run_id) is None, 60, 1)
-    events = graphql(DAGSTER_URL, LOG_FILE_KEYS_QUERY, {"runId": triggered_run_id})["logsForRun"]["events"]
+    events = graphql(DAGSTER_URL, RUN_EVENTS_QUERY, {"runId": triggered_run_id})["logsForRun"]["events"]
     file_keys = {e["fileKey"] for e in events if e["__typename"] == "LogsCapturedEvent"}
     assert file_keys, "the run captured no compute logs"
     captured = ""
