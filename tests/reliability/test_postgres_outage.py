@@ -281,7 +281,9 @@ def outage_run(outage_stack) -> OutageRun:
         lost = [k for k in open_rows if k in due and CHECKPOINTS[k[1]].pre_race and utcnow() > starts[k[0]]]
         return rows if not open_rows or lost else None
 
+    settling = time.monotonic()
     rows = wait_for("every due checkpoint to end", settled, SETTLE_TIMEOUT_SECONDS, 5)
+    settled_after = time.monotonic() - settling
     # The ledger says `done` as soon as the op has written; the run itself ends (SUCCESS) a moment later. The
     # exactly-once test reads the runs, so wait for the ledger's runs to end first (seen once: a late T-60 whose
     # run was not SUCCESS yet when they were read).
@@ -294,7 +296,9 @@ def outage_run(outage_stack) -> OutageRun:
             return None
         return len(listed) == len(ledger_runs) and all(r["status"] in ENDED for r in listed) or None
 
+    ending = time.monotonic()
     wait_for("the ledger's runs to end", ledger_runs_ended, 180, 2)
+    ended_after = time.monotonic() - ending
     runs = [r for job in ("pre_race_t60", "pre_race_t15", "post_race_t5") for r in runs_of(stack.dagster_url, job)]
     wait_for("/health 200 after the last outage",
              lambda: any(at > outages[-1].started_at and answer == "200" for at, answer in health.samples), 120, 2)
@@ -323,6 +327,12 @@ def outage_run(outage_stack) -> OutageRun:
     scenario = OutageRun(stack, starts, due, late, rows, outages, "", runs)
     late_states = Counter(rows[k].state for k in late if k in rows)
     report.append(f"catch-up checkpoints {len(late)}, states {dict(late_states)}")
+    # Where the test's own time went after the cutoff (its length varies from 10 to 25 minutes between full runs).
+    report.append(f"every due checkpoint ended {settled_after:.0f} s after the cutoff, their runs {ended_after:.0f} s "
+                  f"after that; the last to end:")
+    for k in sorted((k for k in [*due, *late] if k in rows), key=lambda k: rows[k].updated_at)[-3:]:
+        report.append(f"  {k[0][:8]}:{k[1]} {rows[k].state} at {rows[k].updated_at:%H:%M:%S} (relaunches "
+                      f"{rows[k].relaunches}); its runs: {scenario.describe_runs(k[0])}")
     for k in sorted(k for k in late if k in rows and rows[k].state != "done"):
         report.append(f"  {k[0][:8]}:{k[1]} {rows[k].state} ({rows[k].note}); race starts "
                       f"{starts[k[0]]:%H:%M:%S}; its runs: {scenario.describe_runs(k[0])}")
