@@ -106,7 +106,8 @@ ALLOWED_KEYS = {"Watchdog", alert_key("JobFailureRateHigh", job="config_backup_e
 
 
 @pytest.fixture(scope="module")
-def stack():
+def deployment():
+    """The deployment without what watches it, up and healthy; removed at the end of the module."""
     work_dir = Path(tempfile.mkdtemp(prefix="live-alerts-"))
     engine = engine_for_test()
     config_dir = work_dir / "alert-config"
@@ -127,32 +128,12 @@ def stack():
         (live.backup_sources / "compose").mkdir()
         (live.backup_sources / "compose" / "app.yml").write_text("services: {app: {image: example}}\n")
         up_started = time.monotonic()
-        # The deployment first, then what watches it: the ordinary day starts from a deployment that is up, as an
-        # operator's does. Started together on a host at load 40, the API took more than 5 minutes to answer, and
-        # Prometheus, already scraping, rightly paged ControlApiMetricsMissing before the day began.
+        # The deployment first, then what watches it (the `stack` fixture, once the day has begun): started together
+        # on a host at load 40, the API took more than 5 minutes to answer, and Prometheus, already scraping, rightly
+        # paged ControlApiMetricsMissing before the day began.
         live.up(SERVICES)
         live.wait_healthy(LONG_RUNNING)
         live.timings["up before the alert path"] = round(time.monotonic() - up_started, 1)
-        live.up(ALERT_SERVICES)
-        # Seen twice at load averages of 20-35: `up` returned 0 with prometheus only created (it then waited for the
-        # API's health, a dependency since removed: tests/deploy/test_compose.py), and once a second `up` left it so
-        # too, with every dependency healthy. Start what is left, by compose and then by the engine itself, and say so
-        # in the timings (the artifact shows whether this net is still needed).
-        for attempt in range(3):
-            states = live.states()
-            left = [name for name in ALERT_LONG_RUNNING if states.get(name, {}).get("State") == "created"]
-            if not left:
-                break
-            live.timings["services left created by up"] = float(len(left))
-            if attempt == 0:
-                live.up(left)
-            else:
-                live._run(["docker", "start", *(states[name]["Name"] for name in left)])  # noqa: SLF001
-                time.sleep(5)
-        live.wait_healthy(ALERT_LONG_RUNNING)
-        live.timings["up"] = round(time.monotonic() - up_started, 1)
-        live.timings["prometheus interval (s)"] = float(TIMINGS["interval"].rstrip("s"))
-        live.timings["alertmanager group_interval (s)"] = float(TIMINGS["group_interval_seconds"])
         yield live
     finally:
         live.down()
@@ -162,6 +143,51 @@ def stack():
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "live-alerts-timings.json").write_text(json.dumps(live.timings, indent=2) + "\n")
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def day_begun(deployment: ComposeStack) -> dict:
+    """The ordinary day's first moves, made as soon as the deployment is up (while what watches it starts, which took
+    ~50 s): the morning scrape launched through GraphQL and the every-minute backup task created."""
+    (deployment.backups / "alerts").mkdir()
+    os.chown(deployment.backups / "alerts", IMAGE_USER_ID, IMAGE_USER_ID)
+    data = graphql(DAGSTER_URL, """
+        mutation Launch($params: ExecutionParams!) {
+          launchRun(executionParams: $params) { __typename ... on LaunchRunSuccess { run { runId } } }
+        }""", {"params": {"selector": {"repositoryLocationName": "racing_orchestration",
+                                       "repositoryName": "__repository__", "jobName": "morning_scrape"},
+                          "runConfigData": {"ops": {"scrape_combination": {"config": {"retry_empty": False}}}}}})
+    create_backup_task(deployment)
+    return {"scrape": data["launchRun"]["run"]["runId"], "began": time.monotonic()}
+
+
+@pytest.fixture(scope="module")
+def stack(deployment: ComposeStack, day_begun: dict) -> ComposeStack:
+    """The deployment with Prometheus, Alertmanager and the webhook receiver watching it."""
+    live = deployment
+    watch_started = time.monotonic()
+    live.up(ALERT_SERVICES)
+    # Seen twice at load averages of 20-35: `up` returned 0 with prometheus only created (it then waited for the
+    # API's health, a dependency since removed: tests/deploy/test_compose.py), and once a second `up` left it so
+    # too, with every dependency healthy. Start what is left, by compose and then by the engine itself, and say so
+    # in the timings (the artifact shows whether this net is still needed).
+    for attempt in range(3):
+        states = live.states()
+        left = [name for name in ALERT_LONG_RUNNING if states.get(name, {}).get("State") == "created"]
+        if not left:
+            break
+        live.timings["services left created by up"] = float(len(left))
+        if attempt == 0:
+            live.up(left)
+        else:
+            live._run(["docker", "start", *(states[name]["Name"] for name in left)])  # noqa: SLF001
+            time.sleep(5)
+    live.wait_healthy(ALERT_LONG_RUNNING)
+    live.timings["up of what watches it"] = round(time.monotonic() - watch_started, 1)
+    live.timings["up"] = round(live.timings["up before the alert path"] + live.timings["up of what watches it"], 1)
+    live.timings["prometheus interval (s)"] = float(TIMINGS["interval"].rstrip("s"))
+    live.timings["alertmanager group_interval (s)"] = float(TIMINGS["group_interval_seconds"])
+    return live
 
 
 def received() -> list[dict]:
@@ -207,20 +233,10 @@ def backup_runs(status: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def ordinary_day(stack: ComposeStack) -> dict:
+def ordinary_day(stack: ComposeStack, day_begun: dict) -> dict:
     """The morning scrape, the races' T-15 checkpoints and an every-minute backup all succeed; meanwhile nothing
     pages but the watchdog, and no rule is even pending."""
-    started = time.monotonic()
-    (stack.backups / "alerts").mkdir()
-    os.chown(stack.backups / "alerts", IMAGE_USER_ID, IMAGE_USER_ID)
-    data = graphql(DAGSTER_URL, """
-        mutation Launch($params: ExecutionParams!) {
-          launchRun(executionParams: $params) { __typename ... on LaunchRunSuccess { run { runId } } }
-        }""", {"params": {"selector": {"repositoryLocationName": "racing_orchestration",
-                                       "repositoryName": "__repository__", "jobName": "morning_scrape"},
-                          "runConfigData": {"ops": {"scrape_combination": {"config": {"retry_empty": False}}}}}})
-    scrape = data["launchRun"]["run"]["runId"]
-    create_backup_task(stack)
+    started, scrape = day_begun["began"], day_begun["scrape"]
     assert wait_for("the morning scrape", lambda: finished(scrape, DAGSTER_URL), 300, 2) == "SUCCESS"
 
     def t15_done():
