@@ -95,3 +95,12 @@ def run_errors(dagster_url: str, run_id: str) -> list[str]:
         for e in events
         if e.get("level") in ("ERROR", "CRITICAL") or e.get("error")
     ]
+
+
+def run_log(dagster_url: str, run_id: str) -> list[str]:
+    """Every event of a run, one line each, to explain a run that ended without doing its work (run 32: a morning
+    scrape SUCCESS with no outcome tag and no race stored, on a loaded host only)."""
+    response = httpx.post(f"{dagster_url}/graphql", json={"query": LOGS_QUERY, "variables": {"runId": run_id}},
+                          timeout=30)
+    events = response.json()["data"]["logsForRun"].get("events", [])
+    return [f"{e['__typename']} {e.get('stepKey') or ''} {e.get('message', '')}".strip() for e in events]
