@@ -11,8 +11,8 @@ install: $(STAMP)
 # Re-installs only when pyproject.toml changes, so repeated runs are fast.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# uv installs the ~150 packages in ~4 s from its cache where pip took ~44 s of every clean clone's `make test`
-	# (BENCHMARKS.md "Test suite"); the same versions (pyproject.toml pins the Dagster set). pip installs uv itself.
+	# uv: `make install` in a fresh clone 9.6 s where pip took ~48 s of every clean clone's `make test` (BENCHMARKS.md
+	# "Test suite"), the same versions (`pip freeze` of both compared). pip installs uv itself.
 	$(BIN)/python -m pip install -q uv==0.13.9
 	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]'
 	touch $(STAMP)

@@ -85,14 +85,17 @@ query Logs($runId: ID!) {
 """
 
 
-def run_errors(dagster_url: str, run_id: str) -> list[str]:
-    """The error-level messages of a run, to explain a failed run in an assertion message."""
+def run_events(dagster_url: str, run_id: str) -> list[dict]:
     response = httpx.post(f"{dagster_url}/graphql", json={"query": LOGS_QUERY, "variables": {"runId": run_id}},
                           timeout=30)
-    events = response.json()["data"]["logsForRun"].get("events", [])
+    return response.json()["data"]["logsForRun"].get("events", [])
+
+
+def run_errors(dagster_url: str, run_id: str) -> list[str]:
+    """The error-level messages of a run, to explain a failed run in an assertion message."""
     return [
         f"{e.get('stepKey') or ''} {e.get('message', '')} {(e.get('error') or {}).get('message', '')}".strip()
-        for e in events
+        for e in run_events(dagster_url, run_id)
         if e.get("level") in ("ERROR", "CRITICAL") or e.get("error")
     ]
 
@@ -100,7 +103,5 @@ def run_errors(dagster_url: str, run_id: str) -> list[str]:
 def run_log(dagster_url: str, run_id: str) -> list[str]:
     """Every event of a run, one line each, to explain a run that ended without doing its work (run 32: a morning
     scrape SUCCESS with no outcome tag and no race stored, on a loaded host only)."""
-    response = httpx.post(f"{dagster_url}/graphql", json={"query": LOGS_QUERY, "variables": {"runId": run_id}},
-                          timeout=30)
-    events = response.json()["data"]["logsForRun"].get("events", [])
-    return [f"{e['__typename']} {e.get('stepKey') or ''} {e.get('message', '')}".strip() for e in events]
+    return [f"{e['__typename']} {e.get('stepKey') or ''} {e.get('message', '')}".strip()
+            for e in run_events(dagster_url, run_id)]
