@@ -147,10 +147,12 @@ class LocalStack:
             self._spawn("api", [sys.executable, "-m", "control_api", "--host", opts.host,
                                 "--port", str(opts.api_port), *auth])
         if wait:
-            wait_for_http(f"{self.sim_base_url}/meetings?limit=1", 30, self.processes["sim"])
+            # Generous: each wait ends early if its process exits. On a host at load ~30 (the full suite beside an
+            # image build) the feed took more than 30 s to answer and the API more than 60.
+            wait_for_http(f"{self.sim_base_url}/meetings?limit=1", 120, self.processes["sim"])
             wait_for_http(f"{self.dagster_url}/server_info", 180, self.processes["dagster"])
             if "api" in self.processes:
-                wait_for_http(f"{self.api_url}/health", 60, self.processes["api"])
+                wait_for_http(f"{self.api_url}/health", 180, self.processes["api"])
 
     def _start_postgres(self) -> str:
         self._postgres = start_embedded_postgres(self.options.data_dir / "pgdata")

@@ -57,7 +57,8 @@ def test_two_workers_serve_with_the_command_line_settings(registry_url: str, pg_
     api = subprocess.Popen([sys.executable, "-m", "control_api", "--port", str(port), "--workers", "2",
                             "--log-level", "warning", *auth], env=env, cwd=REPO)
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/health", 60, api)
+        # Two workers each importing the app: over 60 s once on a host at load ~30 (ends early if the API exits).
+        wait_for_http(f"http://127.0.0.1:{port}/health", 180, api)
         # uvicorn's supervisor spawned one process per worker
         workers = [c for c in _children(api.pid) if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
         assert len(workers) == 2

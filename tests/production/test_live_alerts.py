@@ -214,6 +214,20 @@ def health() -> dict:
         return {}
 
 
+def settled_health(timings: dict[str, float], timeout: float = 60) -> dict:
+    """/health once it answers ok, or its last answer after `timeout`. Each answer probes the code servers with a 0.8 s
+    deadline: on a host at load ~30 one ping overran it once (that answer `degraded`, the next ones ok), which is no
+    fault of the deployment; how many answers were not ok goes into the timings."""
+    deadline, not_ok = time.monotonic() + timeout, 0
+    while True:
+        body = health()
+        if body.get("status") == "ok" or time.monotonic() > deadline:
+            timings["ordinary day: /health answers not ok before ok"] = float(not_ok)
+            return body
+        not_ok += 1
+        time.sleep(2)
+
+
 def create_backup_task(stack: ComposeStack) -> None:
     task = {"task_name": BACKUP_TASK, "service": "live", "executor": "config_backup_executor", "priority": 10,
             "config": {"sources": [{"path": "/data", "name": "docker-data"}], "backup_dir": "/backups/alerts",
@@ -250,7 +264,7 @@ def ordinary_day(stack: ComposeStack, day_begun: dict) -> dict:
     active = firing_alerts()
     messages = received()
     stack.timings["ordinary day observed"] = round(time.monotonic() - started, 1)
-    return {"active": active, "messages": messages, "watchdog": watchdog, "health": health(),
+    return {"active": active, "messages": messages, "watchdog": watchdog, "health": settled_health(stack.timings),
             "failed_runs": graphql_runs(DAGSTER_URL, {"statuses": ["FAILURE"]})}
 
 
