@@ -4,7 +4,6 @@ import pytest
 
 from tests.conftest import (DOCKER_ENGINE_GROUP, LONG_GROUPS, REPO_ROOT, group_of_node, long_first,
                             xdist_group_of)
-from tests.production.live_production_deployment import runs_module
 
 pytestmark = pytest.mark.unit
 
@@ -46,28 +45,3 @@ def test_every_long_group_names_tests_that_exist() -> None:
             assert sorted((REPO_ROOT / "tests" / "production").glob("test_*.py")), group
         else:
             assert (REPO_ROOT / group).is_file(), group
-
-
-@pytest.mark.parametrize(
-    ("nodeids", "runs"),
-    [
-        (["tests/production/test_live_production.py::test_teardown_leaves_no_container_network_or_volume"], True),
-        (["tests/production/test_live_alerts.py::test_x", "tests/production/test_live_production.py::test_y[a::b]"],
-         True),
-        # Only the alert test (`pytest tests/production/test_live_alerts.py`): nothing brought up ahead.
-        (["tests/production/test_live_alerts.py::test_x"], False),
-        (["tests/production/test_live_production_more.py::test_x"], False),
-        ([], False),
-    ],
-)
-def test_the_live_production_deployment_is_brought_up_ahead_only_for_a_session_that_runs_its_module(
-    nodeids: list[str], runs: bool
-) -> None:
-    assert runs_module(nodeids) is runs
-
-
-def test_the_alert_test_runs_before_the_live_production_test_on_the_engine_worker() -> None:
-    # The alert test brings the live production deployment up while its faults run; the engine unit runs its files in
-    # collection order, which is the files' names within tests/production.
-    files = sorted(p.name for p in (REPO_ROOT / "tests" / "production").glob("test_*.py"))
-    assert files.index("test_live_alerts.py") < files.index("test_live_production.py")

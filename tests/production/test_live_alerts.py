@@ -57,7 +57,6 @@ from tests.production.compose_stack import (
     REPO_ROOT,
 )
 from tests.production.docker_engine import engine_for_test
-from tests.production.live_production_deployment import start_ahead
 from tests.production.test_live_production import finished, graphql
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
@@ -368,11 +367,7 @@ def next_racing_schedule_tick() -> dt.datetime:
 
 
 @pytest.fixture(scope="module")
-def faults(stack: ComposeStack, ordinary_day: dict, request: pytest.FixtureRequest) -> dict[str, Fault]:
-    # The faults are mostly waiting on Prometheus and Alertmanager: the live production test's deployment comes up
-    # meanwhile, when this session runs that test next (tests/production/live_production_deployment.py).
-    if start_ahead(request.session):
-        stack.timings["live production deployment started ahead"] = 1.0
+def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
     sensor = Fault("checkpoint sensors' database access revoked", "InstigatorTicksFailing", SENSOR_KEYS)
     task = Fault("every-minute backup task failing (target folder read-only)", "TaskOverdue", TASK_KEYS)
     code = Fault("racing code server stopped", "CodeServerDown", CODE_SERVER_KEYS)

@@ -4,10 +4,8 @@ One deployment for the module, driven the way an operator and the racing team us
 in Chromium, `docker kill`, `docker compose restart/down/up`). The steps run in file order and build on each other;
 the last one tears everything down and proves nothing is left. The retry chains of two plug-in tasks
 (tests/production/retry_chains.py) run in the same deployment: created first, their attempts run while the steps
-before their test do, instead of in a deployment of their own. In the full suite the deployment is brought up while
-the alert test waits on its faults (tests/production/live_production_deployment.py), so the two deployments run side
-by side on the engine for a while (projects of their own): what this test lists and removes is this deployment's
-only. Under CI=true it never
+before their test do, instead of in a deployment of their own. The alert test's deployment may run beside this one on
+the engine (a project of its own): what this test lists and removes is this deployment's only. Under CI=true it never
 skips; elsewhere, with no Docker engine and no way to start one, it is reported as skipped with the reason (README:
 `make test-live`).
 """
@@ -16,10 +14,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
-from collections.abc import Iterator
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -28,16 +29,19 @@ from tests.browser import launch, needs_chromium, skip_onboarding
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import (API_URL, DAGSTER_URL, LONG_RUNNING, NAMED_VOLUMES, PROJECT, REPO_ROOT,
                                             ComposeStack)
-from tests.production.live_production_deployment import (Deployment, example_task, new_deployment, next_minute_cron,
-                                                         prepare, remove, start_feed, take_ahead)
-from tests.production.retry_chains import chain_report, wait_settled
+from tests.production.docker_engine import engine_for_test
+from tests.production.retry_chains import chain_report, create_retry_tasks, install_test_plugins, wait_settled
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
 
 ARTIFACTS = REPO_ROOT / "test-artifacts"
+# Dense mode: three races a minute apart, the first 16 minutes out, so their T-15s fall due in the first minutes.
+# /events answers after 7 s, so a checkpoint run is mid-request long enough to be killed there.
+SIM_ARGS = ("--dense-every", "1", "--dense-races", "3", "--dense-lead", "16", "--events-latency-ms", "7000")
 # deploy/dagster.yaml run_monitoring.poll_interval_seconds, and what a loaded 2-core host adds to it.
 MONITOR_POLL_SECONDS = 30
 MONITOR_MARGIN_SECONDS = 30
+MAINTENANCE_TZ = ZoneInfo("Pacific/Auckland")
 
 CAPTURED_LOGS_QUERY = """
 query Captured($logKey: [String!]!) { capturedLogs(logKey: $logKey) { stdout stderr } }
@@ -75,48 +79,36 @@ def finished(run_id: str, url: str = DAGSTER_URL) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def deployment() -> Iterator[Deployment]:
-    """The deployment: brought up ahead while the alert test waited on its faults (tests/production/
-    live_production_deployment.py), or here when that test did not run first; the simulated feed starts now."""
+def stack():
+    work_dir = Path(tempfile.mkdtemp(prefix="live-production-"))
+    engine = engine_for_test()
+    # An image tag of its own: the retry test's plug-ins go on top of this user-code image, not the alert test's.
+    live = ComposeStack(work_dir=work_dir, image_tag="live-production", sim_args=SIM_ARGS)
     started = time.monotonic()
-    deployment = take_ahead()
     try:
-        if deployment is not None:
-            deployment.wait_prepared()
-        else:
-            deployment = new_deployment()
-            prepare(deployment)
-        start_feed(deployment)
-        yield deployment
+        live.write_env()
+        live.remove_leftovers()  # a deployment an interrupted run left behind
+        live.build_images()
+        install_test_plugins(live)  # the retry test's plug-ins, on top of the user-code image
+        (live.backup_sources / "compose").mkdir()
+        (live.backup_sources / "compose" / "app.yml").write_text("services: {app: {image: example}}\n")
+        (live.backup_sources / "cache").mkdir()
+        (live.backup_sources / "cache" / "blob.bin").write_bytes(b"\0" * 1024)
+        live.timings["up"] = 0.0
+        up_started = time.monotonic()
+        live.up()
+        live.wait_healthy()
+        live.timings["up"] = round(time.monotonic() - up_started, 1)
+        yield live
     finally:
-        if deployment is not None:
-            live = deployment.stack
-            remove(deployment)
-            live.timings["total"] = round(time.monotonic() - started, 1)
-            print(f"\nlive production test timings (s): {live.timings}")
-            ARTIFACTS.mkdir(exist_ok=True)
-            (ARTIFACTS / "live-production-timings.json").write_text(json.dumps(live.timings, indent=2) + "\n")
-
-
-@pytest.fixture(scope="module")
-def stack(deployment: Deployment) -> ComposeStack:
-    return deployment.stack
-
-
-@pytest.fixture(scope="module")
-def retry_tasks(deployment: Deployment) -> dt.datetime:
-    """The retry test's two plug-in tasks' due time. Created as soon as the deployment was healthy, before any other
-    task: their attempts run while the steps before that test run."""
-    assert deployment.retry_due is not None
-    return deployment.retry_due
-
-
-@pytest.fixture(scope="module")
-def due_task(deployment: Deployment) -> str:
-    """A task due the minute after the deployment was healthy: the dispatcher runs it while the steps before its test
-    run instead of that test waiting out the minute."""
-    assert deployment.due_task is not None
-    return deployment.due_task
+        if not live.removal_verified:  # the last step removes everything and checks it did
+            live.down()
+        engine.stop()
+        live.timings["total"] = round(time.monotonic() - started, 1)
+        print(f"\nlive production test timings (s): {live.timings}")
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "live-production-timings.json").write_text(json.dumps(live.timings, indent=2) + "\n")
+        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +127,9 @@ def scrape_run_id(stack: ComposeStack) -> str:
     return run_id
 
 
+# Created first thing, in this order (the retry tasks disable what is enabled before them): their minutes pass while
+# the steps before their own tests run.
+@pytest.mark.usefixtures("retry_tasks", "due_task")
 def test_every_long_running_service_is_healthy_and_migrate_exited_0(stack: ComposeStack) -> None:
     states = stack.states()
     assert {s: states[s]["Health"] for s in LONG_RUNNING} == {s: "healthy" for s in LONG_RUNNING}
@@ -248,6 +243,11 @@ def test_killed_run_container_is_failed_by_run_monitoring_then_retried_and_taken
     assert writers == [[retry["runId"]]], "the killed run stored nothing; its retry took the checkpoint once"
 
 
+def example_task(name: str, message: str, **fields) -> dict:
+    return {"task_name": name, "service": "live", "executor": "example_executor", "priority": 10,
+            "config": {"message": message, "delay_seconds": 1}, **fields}
+
+
 def wait_for_execution(stack: ComposeStack, task_name: str, timeout: float = 240) -> dict:
     def done():
         with stack.api() as client:
@@ -286,6 +286,29 @@ def test_task_triggered_through_the_control_api_succeeds_in_its_own_container(
     assert execution["dagster_url"] == f"{DAGSTER_URL}/runs/{triggered_run_id}"
     page = httpx.get(execution["dagster_url"], timeout=30)
     assert page.status_code == 200 and "<html" in page.text.lower()
+
+
+def next_minute_cron() -> dict:
+    """Cron fields of the coming minute in the tasks' timezone: a task the dispatcher runs once, soon."""
+    due = (dt.datetime.now(MAINTENANCE_TZ) + dt.timedelta(minutes=1)).replace(second=0, microsecond=0)
+    return {"minute": due.minute, "hour": due.hour, "day_of_month": due.day, "month": due.month, "day_of_week": -1}
+
+
+@pytest.fixture(scope="module")
+def retry_tasks(stack: ComposeStack) -> dt.datetime:
+    """The retry test's two plug-in tasks, created as soon as the deployment is healthy (before any other task): their
+    attempts run while the steps before that test run. Their due time."""
+    with stack.api() as client:
+        return create_retry_tasks(client)
+
+
+@pytest.fixture(scope="module")
+def due_task(stack: ComposeStack) -> str:
+    """A task due the coming minute, created as soon as the deployment is healthy, so the dispatcher runs it while
+    the steps before the test below run instead of that test waiting out the minute."""
+    with stack.api() as client:
+        assert client.post("/tasks", json=example_task("live_due", "due", **next_minute_cron())).status_code == 201
+    return "live_due"
 
 
 def test_dispatcher_runs_a_due_task_in_its_own_container(stack: ComposeStack, due_task: str) -> None:
