@@ -12,9 +12,11 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# uv: `make install` in a fresh clone 9.6 s where pip took ~48 s of every clean clone's `make test` (BENCHMARKS.md
-	# "Test suite"), the same versions (`pip freeze` of both compared). pip installs uv itself.
+	# "Test suite"), the same versions (`pip freeze` of both compared). pip installs uv itself. --compile-bytecode, as
+	# pip does by default: with PYTHONDONTWRITEBYTECODE set (as on the reference machine) every process otherwise
+	# compiled Dagster from source again (`import dagster` 2.6-3.1 CPU-s instead of 1.0-1.4; the install ~6 s more).
 	$(BIN)/python -m pip install -q uv==0.13.9
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[test]'
 	touch $(STAMP)
 
 run: install
