@@ -6,7 +6,6 @@ suite (workers, code servers, CLI commands, local run workers) compiled Dagster 
 `import dagster` took 2.6-3.1 CPU-s instead of 1.0-1.4, and loading the racing location ~5.9 instead of ~3.0
 (BENCHMARKS.md "Process start-up")."""
 
-import importlib
 import importlib.util
 from pathlib import Path
 
