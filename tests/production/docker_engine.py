@@ -28,6 +28,14 @@ USERS_FILE = LOCK_DIR / "racing-orchestration-docker-engine.json"
 # Where a test-started dockerd keeps its exec root and log: not under a test's own folder, which goes with the test
 # while the engine may still serve another worker.
 ENGINE_STATE_DIR = LOCK_DIR / "racing-orchestration-dockerd"
+# The CPU weight of every container of a test-started engine together. The kernel's autogroup scheduling gives each
+# session one share: each process of the suite's local stacks (started in sessions of their own) weighed as much as
+# the whole compose deployment, so with two local stacks starting beside it (~15 sessions) its containers got ~1/17
+# of the CPU and its `up` took 170-290 s instead of ~60 (BENCHMARKS.md "Test suite", run 38). Eight shares: the
+# deployment's eight long-running services weigh about what eight of those processes do. The machine's own engine
+# (a production host's) is left as its operator set it.
+ENGINE_CPU_SHARES = 8
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 @contextmanager
@@ -153,6 +161,25 @@ def ensure_engine(state_dir: Path, users_file: Path = USERS_FILE) -> DockerEngin
         return engine
 
 
+def weigh_containers(shares: int = ENGINE_CPU_SHARES, cgroup_root: Path = CGROUP_ROOT) -> Path | None:
+    """Give the cgroup dockerd's cgroupfs driver puts every container under (`/docker`) `shares` times the CPU weight
+    of a session; returns the file written, or None where there is no CPU controller to write to."""
+    v1 = cgroup_root / "cpu"
+    if (v1 / "cpu.shares").exists():  # cgroup v1: cpu.shares, 1024 a share
+        target, value = v1 / "docker" / "cpu.shares", 1024 * shares
+    elif "cpu" in ((cgroup_root / "cgroup.subtree_control").read_text().split()
+                   if (cgroup_root / "cgroup.subtree_control").exists() else []):
+        target, value = cgroup_root / "docker" / "cpu.weight", 100 * shares  # cgroup v2: cpu.weight, 100 a share
+    else:
+        return None
+    try:
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(f"{value}\n")
+    except OSError:
+        return None  # a read-only cgroup tree (a container without the privilege): the default weight stays
+    return target
+
+
 def start_dockerd(state_dir: Path, users_file: Path) -> DockerEngine:
     dockerd = shutil.which("dockerd") or ("/usr/sbin/dockerd" if Path("/usr/sbin/dockerd").exists() else None)
     if dockerd is None:
@@ -160,6 +187,7 @@ def start_dockerd(state_dir: Path, users_file: Path) -> DockerEngine:
     if os.geteuid() != 0:
         raise DockerUnavailable("no Docker engine is running and starting dockerd needs root")
     state_dir.mkdir(parents=True, exist_ok=True)
+    weigh_containers()
     log_path = state_dir / "dockerd.log"
     pidfile = state_dir / "dockerd.pid"
     with open(log_path, "ab") as log:

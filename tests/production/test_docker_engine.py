@@ -58,3 +58,30 @@ def test_a_shared_engine_runs_until_its_last_user_is_done(tmp_path) -> None:
         for process in (dockerd, other_worker):
             process.kill()
             process.wait()
+
+
+@pytest.mark.parametrize(
+    ("layout", "written", "value"),
+    [
+        ("v1", "cpu/docker/cpu.shares", "8192"),  # 1024 a share
+        ("v2", "docker/cpu.weight", "800"),  # 100 a share
+    ],
+)
+def test_containers_weigh_eight_sessions(tmp_path, layout: str, written: str, value: str) -> None:
+    from tests.production.docker_engine import weigh_containers
+
+    if layout == "v1":
+        (tmp_path / "cpu").mkdir()
+        (tmp_path / "cpu" / "cpu.shares").write_text("1024\n")
+    else:
+        (tmp_path / "cgroup.subtree_control").write_text("cpuset cpu io memory pids\n")
+    assert weigh_containers(cgroup_root=tmp_path) == tmp_path / written
+    assert (tmp_path / written).read_text().strip() == value
+
+
+def test_without_a_cpu_controller_the_weight_is_left_alone(tmp_path) -> None:
+    from tests.production.docker_engine import weigh_containers
+
+    (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")
+    assert weigh_containers(cgroup_root=tmp_path) is None
+    assert list(tmp_path.iterdir()) == [tmp_path / "cgroup.subtree_control"]
