@@ -27,12 +27,30 @@ def file_of(classname: str) -> str:
     return "/".join(parts) + ".py"
 
 
-def cpu_seconds_of(case: ET.Element) -> float:
-    """A test case's `cpu_seconds` property (tests/conftest.py), 0 where a report has none."""
+def property_of(case: ET.Element, name: str) -> str | None:
+    """A test case's property (tests/conftest.py: `cpu_seconds`, `worker`, `ended_at`), None where a report has none."""
     for prop in case.iter("property"):
-        if prop.get("name") == "cpu_seconds":
-            return float(prop.get("value") or 0)
-    return 0.0
+        if prop.get("name") == name:
+            return prop.get("value")
+    return None
+
+
+def cpu_seconds_of(case: ET.Element) -> float:
+    return float(property_of(case, "cpu_seconds") or 0)
+
+
+def worker_timelines(cases: list[tuple[str, str, float, float]]) -> list[tuple[str, float, float, str, int]]:
+    """(worker, file, seconds, ended_at) per test -> per worker: (worker, busy seconds, end relative to the first
+    test's start, the file it ran last, how many files it ran), the last to end first."""
+    if not cases:
+        return []
+    start = min(ended - seconds for _, _, seconds, ended in cases)
+    found = []
+    for worker in sorted({w for w, _, _, _ in cases}):
+        mine = [c for c in cases if c[0] == worker]
+        last = max(mine, key=lambda c: c[3])
+        found.append((worker, sum(c[2] for c in mine), last[3] - start, last[1], len({c[1] for c in mine})))
+    return sorted(found, key=lambda row: -row[2])
 
 
 def main() -> int:
@@ -47,6 +65,7 @@ def main() -> int:
     cpu_per_file: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     tests: list[tuple[float, str]] = []
+    timeline: list[tuple[str, str, float, float]] = []
     outcomes = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
     for case in root.iter("testcase"):
         seconds = float(case.get("time") or 0)
@@ -55,6 +74,8 @@ def main() -> int:
         cpu_per_file[path] += cpu_seconds_of(case)
         counts[path] += 1
         tests.append((seconds, f"{path}::{case.get('name')}"))
+        if (worker := property_of(case, "worker")) and (ended := property_of(case, "ended_at")):
+            timeline.append((worker, path, seconds, float(ended)))
         kinds = {child.tag for child in case}
         outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
         outcomes["failed" if outcome == "failure" else outcome] += 1
@@ -71,6 +92,10 @@ def main() -> int:
     if rest:
         print(f"| the other {len(rest)} files | {sum(counts[p] for p, _ in rest)} | {sum(s for _, s in rest):.0f} s "
               f"| {sum(cpu_per_file[p] for p, _ in rest):.0f} s |")
+    if rows := worker_timelines(timeline):
+        print("\n| worker | busy | ended (after the first test began) | files | its last file |\n|---|---|---|---|---|")
+        for worker, busy_seconds, ended, last_file, files in rows:
+            print(f"| {worker} | {busy_seconds:.0f} s | {ended:.0f} s | {files} | `{last_file}` |")
     print("\n| slowest tests | time |\n|---|---|")
     for seconds, name in sorted(tests, reverse=True)[:args.tests]:
         print(f"| `{name}` | {seconds:.0f} s |")

@@ -106,6 +106,10 @@ def pytest_runtest_setup(item: pytest.Item):
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.when == "teardown" and CPU_AT_START in item.stash:
         item.user_properties.append(("cpu_seconds", round(cpu_seconds_used() - item.stash[CPU_AT_START], 2)))
+        # Which worker ran it and when it ended (unix time): each worker's timeline, so the report shows which worker
+        # ended the run and what it ran last (bench/suite_times.py).
+        item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
+        item.user_properties.append(("ended_at", round(call.stop, 1)))
     return (yield)
 
 
