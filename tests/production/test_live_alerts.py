@@ -73,9 +73,10 @@ DAGSTER_URL = f"http://127.0.0.1:{ALERT_PORTS['webserver']}"
 API_URL = f"http://127.0.0.1:{ALERT_PORTS['api']}"
 RECEIVER_URL = f"http://127.0.0.1:{ALERT_PORTS['webhook-receiver']}"
 PROMETHEUS_URL = f"http://127.0.0.1:{ALERT_PORTS['prometheus']}"
-# Three races a minute apart, the first 16 minutes out: their T-15 checkpoints fall due in the first minutes, while
-# the baseline watches; their starts and T+5 come after the faults.
-SIM_ARGS = ("--dense-every", "1", "--dense-races", "3", "--dense-lead", "16")
+# Three races half a minute apart, the first 16 minutes out: their T-15 checkpoints fall due 60-120 s after the feed
+# starts, while the baseline watches (a minute apart, the third came due after the two backups and bounded the
+# ordinary day); their starts and T+5 come after the faults.
+SIM_ARGS = ("--dense-every", "0.5", "--dense-races", "3", "--dense-lead", "16")
 CHECKPOINT_SENSORS = ("pre_race_t60_sensor", "pre_race_t15_sensor", "post_race_t5_sensor")
 BACKUP_TASK = "live_alert_backup"
 # The every-minute backup: a 60 s timeout (its run container takes 10-30 s to start on a loaded 2-core host, and
