@@ -29,10 +29,11 @@ run: install
 # Side by side on TEST_WORKERS pytest-xdist workers. Each test file runs whole on one worker, tests/production as one
 # unit (its compose deployments one at a time: side by side they overloaded 2 cores); the long units (the compose
 # deployments, the Postgres outage, the live stack) start first, each on a worker of its own, and the other workers
-# share the rest (tests/conftest.py). Three on the 2-core reference machine: the suite keeps both cores busy
-# (bench/suite_cpu.py), so a fourth worker only added load (with four, the timing-sensitive whole-stack tests failed in
-# one of two full runs; BENCHMARKS.md).
-TEST_WORKERS ?= 3
+# share the rest (tests/conftest.py). Four on the 2-core reference machine: with three, the CPU stood ~20% idle for
+# the middle ten minutes, while the long units waited on their stacks and one worker ran the short files. (Before the
+# test engine's containers were weighted (tests/production/docker_engine.py), four starved the timing-sensitive
+# whole-stack tests in one of two full runs; BENCHMARKS.md "Test suite".)
+TEST_WORKERS ?= 4
 
 # test-artifacts/junit.xml feeds bench/suite_times.py (time per file, slowest tests: BENCHMARKS.md "Test suite").
 test: install
