@@ -81,6 +81,42 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return SuiteScheduling(config, log)
 
 
+# --- Who gets the CPU first -----------------------------------------------------------------------------------------
+# The kernel's autogroup scheduling shares the CPU between sessions, each weighted by its autogroup's nice value. The
+# long units wait on stacks whose every process runs in a session of its own (and on the engine's containers,
+# tests/production/docker_engine.py); the short files are CPU-bound. Each worker runs in a session of its own, and
+# while it runs a short file its session is niced: on 2 cores the short files then fill the time the stacks leave
+# idle instead of starving them (with four workers at equal weight the outage stack's runs queued past a race's
+# jump and the test took 1,312 s instead of 650-742: BENCHMARKS.md "Test suite", run 40).
+SHORT_UNIT_NICE = 5
+AUTOGROUP = Path("/proc/self/autogroup")
+
+
+def autogroup_nice_for(group: str) -> int:
+    return 0 if group in LONG_GROUPS else SHORT_UNIT_NICE
+
+
+def set_autogroup_nice(nice: int, path: Path = AUTOGROUP) -> bool:
+    """The nice value of this process's autogroup (every process of its session); False where the kernel has no
+    autogroups or refuses (lowering it again needs CAP_SYS_NICE: a worker not run as root stays at the higher)."""
+    try:
+        path.write_text(f"{nice}\n")
+    except OSError:
+        return False
+    return True
+
+
+WORKER_NICE = pytest.StashKey[int]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: a session (so an autogroup) of its own
+        try:
+            os.setsid()
+        except OSError:  # already a session leader
+            pass
+
+
 # --- What each test costs the CPU ------------------------------------------------------------------------------------
 # The 2-core machine runs `make test` CPU-bound (bench/suite_cpu.py): a file's wall time says little about what it
 # costs the others beside it. Each test's CPU seconds (its worker's own, plus the subprocesses it ran and reaped:
@@ -98,6 +134,10 @@ CPU_AT_START = pytest.StashKey[float]()
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    if hasattr(item.config, "workerinput"):
+        nice = autogroup_nice_for(group_of_node(item.nodeid))
+        if item.config.stash.get(WORKER_NICE, 0) != nice and set_autogroup_nice(nice):
+            item.config.stash[WORKER_NICE] = nice
     item.stash[CPU_AT_START] = cpu_seconds_used()  # before the fixtures: a module's set-up goes to its first test
     return (yield)
 

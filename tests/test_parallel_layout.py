@@ -2,8 +2,8 @@
 
 import pytest
 
-from tests.conftest import (DOCKER_ENGINE_GROUP, LONG_GROUPS, REPO_ROOT, group_of_node, long_first,
-                            xdist_group_of)
+from tests.conftest import (DOCKER_ENGINE_GROUP, LONG_GROUPS, REPO_ROOT, autogroup_nice_for, group_of_node,
+                            long_first, set_autogroup_nice, xdist_group_of)
 
 pytestmark = pytest.mark.unit
 
@@ -45,3 +45,24 @@ def test_every_long_group_names_tests_that_exist() -> None:
             assert sorted((REPO_ROOT / "tests" / "production").glob("test_*.py")), group
         else:
             assert (REPO_ROOT / group).is_file(), group
+
+
+@pytest.mark.parametrize(
+    ("group", "nice"),
+    [
+        (DOCKER_ENGINE_GROUP, 0),  # the long units wait on their stacks at the default weight
+        ("tests/reliability/test_postgres_outage.py", 0),
+        ("tests/e2e/test_live_stack.py", 0),
+        ("tests/control_api/test_auth.py", 5),  # a short file fills what the stacks leave idle
+        ("tests/test_settings.py", 5),
+    ],
+)
+def test_short_files_run_niced_and_the_long_units_do_not(group: str, nice: int) -> None:
+    assert autogroup_nice_for(group) == nice
+
+
+def test_the_autogroup_nice_is_written_where_the_kernel_has_one(tmp_path) -> None:
+    autogroup = tmp_path / "autogroup"
+    autogroup.write_text("/autogroup-1 nice 0\n")
+    assert set_autogroup_nice(5, autogroup) and autogroup.read_text() == "5\n"
+    assert not set_autogroup_nice(5, tmp_path / "missing" / "autogroup")

@@ -1,6 +1,7 @@
 """bench/suite_times.py: each worker's timeline from the JUnit report's per-test properties (tests/conftest.py)."""
 
 import importlib.util
+import os
 import subprocess
 import sys
 
@@ -33,7 +34,9 @@ def test_the_report_the_suite_writes_has_each_tests_worker_and_end(tmp_path) -> 
     # The suite's conftest as a plugin, on two tests of a folder of their own.
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.conftest",
                           f"--rootdir={tmp_path}", f"--junitxml={report}", str(tmp_path / "test_two.py")],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                         # Not an xdist worker's environment, which names the worker running this test.
+                         env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")})
     assert run.returncode == 0, run.stdout + run.stderr
     printed = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "suite_times.py"), str(report)],
                              capture_output=True, text=True, timeout=60).stdout
