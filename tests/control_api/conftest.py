@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import dagster as dg
@@ -36,16 +36,28 @@ class ThreadedServer(uvicorn.Server):
         pass
 
 
-def answered_health(api: RunningApi, within: float = 60) -> dict:
-    """/health once its schedules-and-sensors probe answered within the 0.8 s deadline. On a loaded host one can
-    overrun it, and /health then judges the daemon by its heartbeats alone (status "ok" here): asked again, it runs
-    the probe again."""
+def probes_overran(health: dict) -> list[str]:
+    """The /health fields whose probe overran its 0.8 s deadline ("timed out after 0.8 s"): the Postgres pings, the
+    schedules-and-sensors probe, each code server's ping."""
+    fields = {**health, **{f"code_servers.{k}": v for k, v in (health.get("code_servers") or {}).items()}}
+    return sorted(k for k, v in fields.items() if isinstance(v, str) and v.startswith("timed out after"))
+
+
+def answered(get_health: Callable[[], dict], within: float = 60) -> dict:
+    """/health once none of its probes overran the 0.8 s deadline (or its last answer after `within`). On a loaded
+    host one can overrun it (seen at load 24-40 with the suite's stacks starting: the registry ping, the code-server
+    pings, the schedules-and-sensors probe); asked again, /health runs every probe again. What the tests check is what
+    a probe that answered says."""
     deadline = time.monotonic() + within
     while True:
-        health = api.client(None).get("/health").json()
-        if health["schedules_and_sensors_state"] == "ok" or time.monotonic() > deadline:
+        health = get_health()
+        if not probes_overran(health) or time.monotonic() > deadline:
             return health
         time.sleep(0.5)
+
+
+def answered_health(api: RunningApi, within: float = 60) -> dict:
+    return answered(lambda: api.client(None).get("/health").json(), within)
 
 
 def serve(app, port: int, **config: object) -> tuple[ThreadedServer, threading.Thread]:

@@ -21,7 +21,7 @@ from control_api.liveness import CodeServer
 from local_stack.stack import free_port
 from tests.code_server import running_code_server
 from tests.conftest import REPO_ROOT
-from tests.control_api.conftest import RunningApi, _dispose_storage_pools, answered_health, serve
+from tests.control_api.conftest import RunningApi, _dispose_storage_pools, answered, answered_health, serve
 from tests.control_api.test_metrics_and_status import samples, value
 from tests.orchestration_core.audit.run_factory import RunFactory
 from tests.task_rows import task_body
@@ -146,7 +146,7 @@ def test_code_servers_are_pinged_and_a_killed_one_shows_at_once(api_settings, pg
     try:
         import httpx
 
-        health = httpx.get(f"{base}/health", timeout=30).json()
+        health = answered(lambda: httpx.get(f"{base}/health", timeout=30).json())
         assert health["code_servers"] == {"maintenance_jobs": "ok",
                                           "racing_orchestration": "unreachable (DagsterUserCodeUnreachableError)"}
         assert health["status"] == "degraded"
@@ -240,3 +240,19 @@ def test_newest_ticks_are_what_dagster_returns(pg_instance: dg.DagsterInstance) 
         theirs = {k: [t.tick_id for t in v] for k, v in pg_instance.get_batch_ticks(keys, limit=limit).items() if v}
         assert ours == theirs and len(ours["selector-a"]) == limit
     assert newest_ticks(pg_instance, [], 2) == {}
+
+
+@pytest.mark.parametrize(
+    ("health", "overran"),
+    [
+        ({"status": "ok", "registry_database": "ok", "code_servers": {"racing_orchestration": "ok"}}, []),
+        ({"status": "unavailable", "registry_database": "timed out after 0.8 s"}, ["registry_database"]),
+        ({"schedules_and_sensors_state": "timed out after 0.8 s", "code_servers": {
+            "maintenance_jobs": "timed out after 0.8 s", "racing_orchestration": "unreachable (Error)"}},
+         ["code_servers.maintenance_jobs", "schedules_and_sensors_state"]),
+    ],
+)
+def test_a_health_sample_whose_probe_overran_is_asked_again(health: dict, overran: list[str]) -> None:
+    from tests.control_api.conftest import probes_overran
+
+    assert probes_overran(health) == overran
