@@ -22,6 +22,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,34 @@ INSTANCE_SERVICES = ("migrate", "code-racing", "code-maintenance", "webserver", 
 INSTANCE_YAML = "/opt/dagster/dagster_home/dagster.yaml"
 # Named volumes with fixed names in docker-compose.yml, mounted into run containers by name (deploy/dagster.yaml).
 NAMED_VOLUMES = ("compute-logs", "backup-sources", "backups", "exports")
+
+
+# Teardowns left running while the next deployment comes up: (thread, what to do once it has ended).
+_BACKGROUND: list[tuple[threading.Thread, Callable[[], None]]] = []
+
+
+def in_background(teardown: Callable[[], None], then: Callable[[], None]) -> threading.Thread:
+    """Run `teardown` (a deployment's `down`) in a thread, so the engine worker's next deployment comes up meanwhile
+    (~20 s of the engine unit, the suite's wall time); `then` (the engine's release) runs once it has ended, in
+    `join_background`, which the next deployment's fixture and the session's end call."""
+    def guarded() -> None:
+        try:
+            teardown()
+        except Exception as exc:  # noqa: BLE001 - reported; the next run's remove_leftovers() removes what is left
+            print(f"background teardown failed: {exc!r}", flush=True)
+
+    thread = threading.Thread(target=guarded, name="compose-teardown")
+    thread.start()
+    _BACKGROUND.append((thread, then))
+    return thread
+
+
+def join_background(timeout: float = 600) -> None:
+    """Wait for the teardowns left running, then do what comes after each."""
+    while _BACKGROUND:
+        thread, then = _BACKGROUND.pop(0)
+        thread.join(timeout)
+        then()
 
 
 def instance_yaml_for(project: str) -> str:

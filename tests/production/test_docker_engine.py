@@ -85,3 +85,27 @@ def test_without_a_cpu_controller_the_weight_is_left_alone(tmp_path) -> None:
     (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")
     assert weigh_containers(cgroup_root=tmp_path) is None
     assert list(tmp_path.iterdir()) == [tmp_path / "cgroup.subtree_control"]
+
+
+def test_a_background_teardown_releases_the_engine_only_once_it_has_ended() -> None:
+    """compose_stack.in_background: the alert deployment's `down` runs while the next one comes up; the engine is
+    released after it, even when it failed, and not before join_background."""
+    import threading
+
+    from tests.production.compose_stack import in_background, join_background
+
+    order: list[str] = []
+    may_end = threading.Event()
+
+    def teardown() -> None:
+        may_end.wait(10)
+        order.append("down")
+        raise RuntimeError("a failed down is reported, not raised")
+
+    in_background(teardown, then=lambda: order.append("engine released"))
+    assert order == []  # running: the caller went on
+    may_end.set()
+    join_background()
+    assert order == ["down", "engine released"]
+    join_background()  # nothing left: returns at once
+    assert order == ["down", "engine released"]

@@ -55,6 +55,7 @@ from tests.production.compose_stack import (
     SERVICES,
     ComposeStack,
     REPO_ROOT,
+    in_background,
 )
 from tests.production.docker_engine import engine_for_test
 from tests.production.test_live_production import finished, graphql
@@ -137,13 +138,18 @@ def deployment():
         live.timings["up before the alert path"] = round(time.monotonic() - up_started, 1)
         yield live
     finally:
-        live.down()
-        engine.stop()
         live.timings["total"] = round(time.monotonic() - started, 1)
         print(f"\nlive alert test timings (s): {live.timings}")
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "live-alerts-timings.json").write_text(json.dumps(live.timings, indent=2) + "\n")
-        shutil.rmtree(work_dir, ignore_errors=True)
+
+        def remove() -> None:
+            live.down()
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+        # Removed while the live production deployment (the next module on this worker) comes up; the engine is
+        # released once it is gone (its own project: the two never share a container, network or volume).
+        in_background(remove, then=engine.stop)
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ import pytest
 from tests.browser import launch, needs_chromium, skip_onboarding
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import (API_URL, DAGSTER_URL, LONG_RUNNING, NAMED_VOLUMES, PROJECT, REPO_ROOT,
-                                            ComposeStack)
+                                            ComposeStack, join_background)
 from tests.production.docker_engine import engine_for_test
 from tests.production.retry_chains import chain_report, create_retry_tasks, install_test_plugins, wait_settled
 
@@ -103,6 +103,7 @@ def stack():
     finally:
         if not live.removal_verified:  # the last step removes everything and checks it did
             live.down()
+        join_background()  # the alert test's deployment, removed in the background while this one came up
         engine.stop()
         live.timings["total"] = round(time.monotonic() - started, 1)
         print(f"\nlive production test timings (s): {live.timings}")
