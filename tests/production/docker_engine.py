@@ -164,11 +164,10 @@ def ensure_engine(state_dir: Path, users_file: Path = USERS_FILE) -> DockerEngin
 def weigh_containers(shares: int = ENGINE_CPU_SHARES, cgroup_root: Path = CGROUP_ROOT) -> Path | None:
     """Give the cgroup dockerd's cgroupfs driver puts every container under (`/docker`) `shares` times the CPU weight
     of a session; returns the file written, or None where there is no CPU controller to write to."""
-    v1 = cgroup_root / "cpu"
+    v1, v2_controllers = cgroup_root / "cpu", cgroup_root / "cgroup.subtree_control"
     if (v1 / "cpu.shares").exists():  # cgroup v1: cpu.shares, 1024 a share
         target, value = v1 / "docker" / "cpu.shares", 1024 * shares
-    elif "cpu" in ((cgroup_root / "cgroup.subtree_control").read_text().split()
-                   if (cgroup_root / "cgroup.subtree_control").exists() else []):
+    elif v2_controllers.exists() and "cpu" in v2_controllers.read_text().split():
         target, value = cgroup_root / "docker" / "cpu.weight", 100 * shares  # cgroup v2: cpu.weight, 100 a share
     else:
         return None
