@@ -26,7 +26,10 @@ from collections import defaultdict
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
-DOCKER_CGROUP = Path("/sys/fs/cgroup/cpuacct/docker")
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+# dockerd's default `/docker`, or `<the suite's cgroup>/docker` when the suite runs in a child cpu cgroup
+# (tests/production/docker_engine.py, weigh_containers).
+DOCKER_CGROUPS = ("docker", "*/docker", "*/*/docker")
 CONTAINERS = Path("/var/lib/docker/containers")
 
 # First match wins: (kind, pattern over the command line).
@@ -115,8 +118,8 @@ class Sampler:
                     known = {"kind": host_kind(cmdline or stat.split("(", 1)[-1].split(")")[0])}
                 self.processes[key] = known
             known["cpu"] = seconds
-        if DOCKER_CGROUP.is_dir():
-            for entry in os.scandir(DOCKER_CGROUP):
+        for docker_cgroup in (found for pattern in DOCKER_CGROUPS for found in CPUACCT.glob(pattern)):
+            for entry in os.scandir(docker_cgroup):
                 if entry.is_dir() and len(entry.name) == 64:
                     usage = read(Path(entry.path) / "cpuacct.usage").strip()
                     if usage:

@@ -36,6 +36,8 @@ ENGINE_STATE_DIR = LOCK_DIR / "racing-orchestration-dockerd"
 # (a production host's) is left as its operator set it.
 ENGINE_CPU_SHARES = 8
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_CGROUP = Path("/proc/self/cgroup")
+DEFAULT_CONTAINER_CGROUP = "/docker"  # dockerd's own default (cgroupfs driver)
 
 
 @contextmanager
@@ -161,22 +163,50 @@ def ensure_engine(state_dir: Path, users_file: Path = USERS_FILE) -> DockerEngin
         return engine
 
 
-def weigh_containers(shares: int = ENGINE_CPU_SHARES, cgroup_root: Path = CGROUP_ROOT) -> Path | None:
-    """Give the cgroup dockerd's cgroupfs driver puts every container under (`/docker`) `shares` times the CPU weight
-    of a session; returns the file written, or None where there is no CPU controller to write to."""
+def own_cgroup(controller: str | None, proc_cgroup: Path = PROC_CGROUP) -> str | None:
+    """This process's cgroup: in the v1 hierarchy of `controller`, or the v2 one (`0::`) when controller is None."""
+    for line in proc_cgroup.read_text().splitlines():
+        hierarchy, controllers, path = line.split(":", 2)
+        if (controller is None and hierarchy == "0") or (controller and controller in controllers.split(",")):
+            return path
+    return None
+
+
+def weigh_containers(shares: int = ENGINE_CPU_SHARES, cgroup_root: Path = CGROUP_ROOT,
+                     proc_cgroup: Path = PROC_CGROUP) -> tuple[str, Path | None]:
+    """Where a test-started engine puts its containers (dockerd's `--cgroup-parent`), weighted as `shares` of the
+    entities the suite's processes compete as; returns that parent and the weight file written (None: left alone).
+
+    In the root cpu cgroup the kernel weighs sessions (autogroups): the containers go to dockerd's default `/docker`,
+    at `shares` sessions' weight. In a child cpu cgroup (a CI runner may start the suite in one) autogroups do not
+    apply and the suite's processes are weighed one by one, inside it: there `/docker` would weigh `shares` times the
+    suite's whole cgroup (the containers took most of the CPU and the outage stack's runs queued past their race's
+    jump: BENCHMARKS.md "Test suite", run 45). The containers then go under the suite's own cgroup, where they weigh as
+    `shares` of its processes. cgroup v2 cannot nest them under a cgroup that holds processes: left as they are."""
     v1, v2_controllers = cgroup_root / "cpu", cgroup_root / "cgroup.subtree_control"
     if (v1 / "cpu.shares").exists():  # cgroup v1: cpu.shares, 1024 a share
-        target, value = v1 / "docker" / "cpu.shares", 1024 * shares
+        suite = (own_cgroup("cpu", proc_cgroup) or "/").rstrip("/")
+        parent, target, value = f"{suite}/docker", v1 / suite.lstrip("/") / "docker" / "cpu.shares", 1024 * shares
     elif v2_controllers.exists() and "cpu" in v2_controllers.read_text().split():
-        target, value = cgroup_root / "docker" / "cpu.weight", 100 * shares  # cgroup v2: cpu.weight, 100 a share
+        if own_cgroup(None, proc_cgroup) not in ("/", None):
+            return DEFAULT_CONTAINER_CGROUP, None
+        parent, target, value = DEFAULT_CONTAINER_CGROUP, cgroup_root / "docker" / "cpu.weight", 100 * shares
     else:
-        return None
+        return DEFAULT_CONTAINER_CGROUP, None
     try:
-        target.parent.mkdir(exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(f"{value}\n")
-    except OSError:
-        return None  # a read-only cgroup tree (a container without the privilege): the default weight stays
-    return target
+    except OSError:  # a read-only cgroup tree (a container without the privilege): dockerd's default, unweighted
+        return DEFAULT_CONTAINER_CGROUP, None
+    return parent, target
+
+
+def dockerd_command(dockerd: str, state_dir: Path, pidfile: Path, container_cgroup: str) -> list[str]:
+    command = [dockerd, "--storage-driver=overlay2", f"--exec-root={state_dir / 'exec'}", f"--pidfile={pidfile}",
+               f"--host=unix://{SOCKET}"]
+    if container_cgroup != DEFAULT_CONTAINER_CGROUP:
+        command.append(f"--cgroup-parent={container_cgroup}")
+    return command
 
 
 def start_dockerd(state_dir: Path, users_file: Path) -> DockerEngine:
@@ -186,18 +216,12 @@ def start_dockerd(state_dir: Path, users_file: Path) -> DockerEngine:
     if os.geteuid() != 0:
         raise DockerUnavailable("no Docker engine is running and starting dockerd needs root")
     state_dir.mkdir(parents=True, exist_ok=True)
-    weigh_containers()
+    container_cgroup, _ = weigh_containers()
     log_path = state_dir / "dockerd.log"
     pidfile = state_dir / "dockerd.pid"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [
-                dockerd,
-                "--storage-driver=overlay2",
-                f"--exec-root={state_dir / 'exec'}",
-                f"--pidfile={pidfile}",
-                f"--host=unix://{SOCKET}",
-            ],
+            dockerd_command(dockerd, state_dir, pidfile, container_cgroup),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -60,31 +60,60 @@ def test_a_shared_engine_runs_until_its_last_user_is_done(tmp_path) -> None:
             process.wait()
 
 
+V1_ROOT = "9:name=systemd:/\n4:memory:/process_api/f6f3\n2:cpuacct:/\n1:cpu:/\n0::/\n"
+V1_CHILD = "9:name=systemd:/\n4:memory:/process_api/f6f3\n2:cpu,cpuacct:/ci/job-1\n0::/\n"
+
+
 @pytest.mark.parametrize(
-    ("layout", "written", "value"),
+    ("layout", "proc_cgroup", "parent", "written", "value"),
     [
-        ("v1", "cpu/docker/cpu.shares", "8192"),  # 1024 a share
-        ("v2", "docker/cpu.weight", "800"),  # 100 a share
+        # the root cpu cgroup: sessions are weighed, the containers at dockerd's default weigh as 8 of them
+        ("v1", V1_ROOT, "/docker", "cpu/docker/cpu.shares", "8192"),  # 1024 a share
+        # a child cpu cgroup (a CI runner's): the containers under it, weighed as 8 of its processes
+        ("v1", V1_CHILD, "/ci/job-1/docker", "cpu/ci/job-1/docker/cpu.shares", "8192"),
+        ("v2", "0::/\n", "/docker", "docker/cpu.weight", "800"),  # 100 a share
+        # cgroup v2 has no room under a cgroup holding processes: dockerd's default, unweighted
+        ("v2", "0::/ci/job-1\n", "/docker", None, None),
     ],
 )
-def test_containers_weigh_eight_sessions(tmp_path, layout: str, written: str, value: str) -> None:
+def test_containers_weigh_eight_of_what_the_suite_competes_as(tmp_path, layout: str, proc_cgroup: str, parent: str,
+                                                              written: str | None, value: str | None) -> None:
     from tests.production.docker_engine import weigh_containers
 
+    (tmp_path / "proc").write_text(proc_cgroup)
+    root = tmp_path / "cgroup"
     if layout == "v1":
-        (tmp_path / "cpu").mkdir()
-        (tmp_path / "cpu" / "cpu.shares").write_text("1024\n")
+        (root / "cpu").mkdir(parents=True)
+        (root / "cpu" / "cpu.shares").write_text("1024\n")
     else:
-        (tmp_path / "cgroup.subtree_control").write_text("cpuset cpu io memory pids\n")
-    assert weigh_containers(cgroup_root=tmp_path) == tmp_path / written
-    assert (tmp_path / written).read_text().strip() == value
+        root.mkdir()
+        (root / "cgroup.subtree_control").write_text("cpuset cpu io memory pids\n")
+    assert weigh_containers(cgroup_root=root, proc_cgroup=tmp_path / "proc") == (
+        parent, root / written if written else None)
+    if written:
+        assert (root / written).read_text().strip() == value
+    else:
+        assert sorted(p.name for p in root.iterdir()) == ["cgroup.subtree_control"]
+
+
+@pytest.mark.parametrize(("container_cgroup", "parent_flags"),
+                         [("/docker", []), ("/ci/job-1/docker", ["--cgroup-parent=/ci/job-1/docker"])])
+def test_dockerd_is_told_where_the_containers_go_only_when_not_its_default(
+        tmp_path, container_cgroup: str, parent_flags: list[str]) -> None:
+    from tests.production.docker_engine import dockerd_command
+
+    command = dockerd_command("/usr/sbin/dockerd", tmp_path, tmp_path / "dockerd.pid", container_cgroup)
+    assert [flag for flag in command if flag.startswith("--cgroup-parent")] == parent_flags
+    assert command[:2] == ["/usr/sbin/dockerd", "--storage-driver=overlay2"]
 
 
 def test_without_a_cpu_controller_the_weight_is_left_alone(tmp_path) -> None:
     from tests.production.docker_engine import weigh_containers
 
+    (tmp_path / "proc").write_text("0::/\n")
     (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")
-    assert weigh_containers(cgroup_root=tmp_path) is None
-    assert list(tmp_path.iterdir()) == [tmp_path / "cgroup.subtree_control"]
+    assert weigh_containers(cgroup_root=tmp_path, proc_cgroup=tmp_path / "proc") == ("/docker", None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cgroup.subtree_control", "proc"]
 
 
 def test_a_background_teardown_releases_the_engine_only_once_it_has_ended() -> None:
