@@ -87,7 +87,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # tests/production/docker_engine.py); the short files are CPU-bound. Each worker runs in a session of its own, and
 # while it runs a short file its session is niced: on 2 cores the short files then fill the time the stacks leave
 # idle instead of starving them (with four workers at equal weight the outage stack's runs queued past a race's
-# jump and the test took 1,312 s instead of 650-742: BENCHMARKS.md "Test suite", run 40).
+# jump and the test took 1,312 s instead of 650-742: BENCHMARKS.md "Test suite", run 40). Autogroups apply only in
+# the root cpu cgroup: where the suite runs in a child one (a CI runner may start it in one) processes are weighed one
+# by one, so the worker's own nice value is set too (its threads and the processes it starts inherit it).
 SHORT_UNIT_NICE = 5
 AUTOGROUP = Path("/proc/self/autogroup")
 
@@ -103,6 +105,16 @@ def set_autogroup_nice(nice: int, path: Path = AUTOGROUP) -> bool:
         path.write_text(f"{nice}\n")
     except OSError:
         return False
+    return True
+
+
+def set_worker_nice(nice: int, autogroup: Path = AUTOGROUP) -> bool:
+    """`nice` for this worker's session (its autogroup) and for the worker process itself; False if neither took."""
+    in_session = set_autogroup_nice(nice, autogroup)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except OSError:  # lowering it again needs CAP_SYS_NICE
+        return in_session
     return True
 
 
@@ -136,7 +148,7 @@ CPU_AT_START = pytest.StashKey[float]()
 def pytest_runtest_setup(item: pytest.Item):
     if hasattr(item.config, "workerinput"):
         nice = autogroup_nice_for(group_of_node(item.nodeid))
-        if item.config.stash.get(WORKER_NICE, 0) != nice and set_autogroup_nice(nice):
+        if item.config.stash.get(WORKER_NICE, 0) != nice and set_worker_nice(nice):
             item.config.stash[WORKER_NICE] = nice
     item.stash[CPU_AT_START] = cpu_seconds_used()  # before the fixtures: a module's set-up goes to its first test
     return (yield)

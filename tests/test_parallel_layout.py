@@ -66,3 +66,22 @@ def test_the_autogroup_nice_is_written_where_the_kernel_has_one(tmp_path) -> Non
     autogroup.write_text("/autogroup-1 nice 0\n")
     assert set_autogroup_nice(5, autogroup) and autogroup.read_text() == "5\n"
     assert not set_autogroup_nice(5, tmp_path / "missing" / "autogroup")
+
+
+@pytest.mark.parametrize("has_autogroups", [True, False])
+def test_a_worker_is_niced_in_its_session_and_as_a_process(tmp_path, has_autogroups: bool) -> None:
+    """The process's own nice value is what counts in a child cpu cgroup (a CI runner's) or without autogroups: set
+    in a child process, which the processes it starts inherit."""
+    import subprocess
+    import sys
+
+    autogroup = tmp_path / "autogroup" if has_autogroups else tmp_path / "missing" / "autogroup"
+    if has_autogroups:
+        autogroup.write_text("/autogroup-1 nice 0\n")
+    script = (f"import os, sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from pathlib import Path; "
+              f"from tests.conftest import set_worker_nice; ok = set_worker_nice(7, Path({str(autogroup)!r})); "
+              "import subprocess; child = subprocess.run(['sh', '-c', 'cut -d\" \" -f19 /proc/$$/stat'], "
+              "capture_output=True, text=True).stdout.strip(); print(ok, os.getpriority(os.PRIO_PROCESS, 0), child)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "7", "7"]
+    assert (autogroup.read_text() == "7\n") if has_autogroups else not autogroup.exists()
