@@ -36,9 +36,14 @@ run: install
 TEST_WORKERS ?= 4
 
 # test-artifacts/junit.xml feeds bench/suite_times.py (time per file, slowest tests: BENCHMARKS.md "Test suite").
+# bench/suite_host.py then prints, last (where a CI log's tail shows it), what CPU the host gave the run and when each
+# worker ended: the timing tests' failures under a starved CPU are told apart from the code's.
 test: install
+	$(BIN)/python bench/suite_host.py snapshot test-artifacts/host-start.json
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 \
-		--junitxml=test-artifacts/junit.xml --durations=15 $(PYTEST_ARGS)
+		--junitxml=test-artifacts/junit.xml --durations=15 $(PYTEST_ARGS); \
+	status=$$?; $(BIN)/python bench/suite_host.py report test-artifacts/host-start.json test-artifacts/junit.xml; \
+	exit $$status
 
 # The inner loop: everything that needs no Docker engine and no whole stack (markers `production` and `slow`), side by
 # side. `make test` and CI run everything.

@@ -16,6 +16,7 @@ import argparse
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -53,33 +54,46 @@ def worker_timelines(cases: list[tuple[str, str, float, float]]) -> list[tuple[s
     return sorted(found, key=lambda row: -row[2])
 
 
+@dataclass
+class Report:
+    per_file: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    cpu_per_file: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    tests: list[tuple[float, str]] = field(default_factory=list)
+    timeline: list[tuple[str, str, float, float]] = field(default_factory=list)  # (worker, file, seconds, ended_at)
+    outcomes: dict[str, int] = field(default_factory=lambda: {"passed": 0, "failed": 0, "error": 0, "skipped": 0})
+    wall: float = 0.0
+
+
+def read_report(path: Path) -> Report:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    report = Report()
+    for case in root.iter("testcase"):
+        seconds = float(case.get("time") or 0)
+        path_of_file = file_of(case.get("classname") or "")
+        report.per_file[path_of_file] += seconds
+        report.cpu_per_file[path_of_file] += cpu_seconds_of(case)
+        report.counts[path_of_file] += 1
+        report.tests.append((seconds, f"{path_of_file}::{case.get('name')}"))
+        if (worker := property_of(case, "worker")) and (ended := property_of(case, "ended_at")):
+            report.timeline.append((worker, path_of_file, seconds, float(ended)))
+        kinds = {child.tag for child in case}
+        outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
+        report.outcomes["failed" if outcome == "failure" else outcome] += 1
+    report.wall = max(float(s.get("time") or 0) for s in suites)
+    return report
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("report", nargs="?", default="test-artifacts/junit.xml")
     parser.add_argument("--files", type=int, default=25)
     parser.add_argument("--tests", type=int, default=15)
     args = parser.parse_args()
-    root = ET.parse(Path(args.report)).getroot()
-    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-    per_file: dict[str, float] = defaultdict(float)
-    cpu_per_file: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    tests: list[tuple[float, str]] = []
-    timeline: list[tuple[str, str, float, float]] = []
-    outcomes = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
-    for case in root.iter("testcase"):
-        seconds = float(case.get("time") or 0)
-        path = file_of(case.get("classname") or "")
-        per_file[path] += seconds
-        cpu_per_file[path] += cpu_seconds_of(case)
-        counts[path] += 1
-        tests.append((seconds, f"{path}::{case.get('name')}"))
-        if (worker := property_of(case, "worker")) and (ended := property_of(case, "ended_at")):
-            timeline.append((worker, path, seconds, float(ended)))
-        kinds = {child.tag for child in case}
-        outcome = next((k for k in ("failure", "error", "skipped") if k in kinds), "passed")
-        outcomes["failed" if outcome == "failure" else outcome] += 1
-    wall = max(float(s.get("time") or 0) for s in suites)
+    report = read_report(Path(args.report))
+    per_file, cpu_per_file, counts, tests = report.per_file, report.cpu_per_file, report.counts, report.tests
+    timeline, outcomes, wall = report.timeline, report.outcomes, report.wall
     busy = sum(per_file.values())
     print(f"{sum(counts.values())} tests in {len(per_file)} files: {outcomes}; wall {wall / 60:.1f} min, "
           f"test time summed over workers {busy / 60:.1f} min ({busy / wall:.2f} workers busy on average); "
