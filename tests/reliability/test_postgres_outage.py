@@ -400,7 +400,11 @@ def test_each_checkpoint_is_taken_by_exactly_one_run_and_fetched_no_more_than_as
                              "array_agg(DISTINCT run_id) AS run_ids FROM odds_snapshots GROUP BY race_id, checkpoint")
     for row in odds:
         assert row.n == row.runners, f"duplicate odds rows for {row.race_id}:{row.checkpoint}"
-        assert row.run_ids == [rows[(row.race_id, row.checkpoint)].run_id], row
+        # Whose odds they are, for the checkpoints the scenario settled; a later one (due after the cutoff) may be
+        # taken between the ledger's reading and this one (seen on a starved run: a T-15 still `requested` when the
+        # ledger was read, its odds written by then).
+        if (row.race_id, row.checkpoint) in {*due, *late}:
+            assert row.run_ids == [rows[(row.race_id, row.checkpoint)].run_id], row
     written = {(r.race_id, r.checkpoint) for r in odds}
     assert {k for k in [*due, *late] if k[1] != "post" and k not in not_taken} <= written
     assert not written & not_taken, written & not_taken
