@@ -122,10 +122,13 @@ def test_a_daemon_whose_sensors_stopped_ticking_shows_down_within_30_s(api: Runn
                    for p in health["daemon_problems"]), health["daemon_problems"]
         assert value(samples(api.client(None).get("/metrics").text), "orchestration_daemon_up") == 0
 
+        ticked_at = time.monotonic()
         sensor_iteration(context)
     health = answered_health(api)
     assert (health["status"], health["scheduler_running"], health["daemon_problems"]) == ("ok", True, []), health
-    assert health["newest_sensor_tick_age_seconds"] < 15
+    # The new tick, not the 40 s old one: no older than the time since it was made (a loaded host may take over 15 s
+    # to answer; seen: 17.0 s).
+    assert health["newest_sensor_tick_age_seconds"] <= time.monotonic() - ticked_at + 1, health
     assert value(samples(api.client(None).get("/metrics").text), "orchestration_daemon_up") == 1
 
 
