@@ -16,7 +16,8 @@ from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import Queued
 from tests.conftest import REPO_ROOT, pooled_postgres_storage
 from tests.maintenance_jobs.job_origins import job_origins
 
-CONCURRENCY = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["concurrency"]
+PROJECT_INSTANCE = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())
+CONCURRENCY = PROJECT_INSTANCE["concurrency"]
 
 
 def queued_instance(database_url: str, run_launcher: dict | None = None):
@@ -25,7 +26,8 @@ def queued_instance(database_url: str, run_launcher: dict | None = None):
         "run_coordinator": {
             "module": "dagster._core.run_coordinator",
             "class": "QueuedRunCoordinator",
-            "config": {"dequeue_use_threads": False},  # launch order = dequeue order, so it can be asserted
+            # The project's queue settings; launch order = dequeue order, so it can be asserted.
+            "config": {**PROJECT_INSTANCE["run_coordinator"]["config"], "dequeue_use_threads": False},
         },
         "concurrency": CONCURRENCY,
     }
