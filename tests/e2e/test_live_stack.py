@@ -6,6 +6,7 @@ process is left behind.
 
 import datetime as dt
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,7 @@ def stack(postgres_server_url: str):
         yield live
     finally:
         live.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)  # its Dagster home and exports: one left in /tmp per run before
 
 
 @pytest.fixture(scope="module")

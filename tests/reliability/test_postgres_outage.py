@@ -24,6 +24,7 @@ observed (so a failure names the claim, and under xdist the worker holding this 
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import tempfile
 import threading
 import time
@@ -218,6 +219,7 @@ def outage_stack():
     finally:
         stack.stop()
         postgres.cleanup()
+        shutil.rmtree(data_dir, ignore_errors=True)  # its Dagster home and exports: one left in /tmp per run before
 
 
 @pytest.fixture(scope="module")
