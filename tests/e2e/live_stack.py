@@ -78,6 +78,7 @@ query Logs($runId: ID!) {
         ... on MessageEvent { message stepKey level }
         ... on ExecutionStepFailureEvent { error { message } }
         ... on RunFailureEvent { error { message } }
+        ... on EngineEvent { error { message } }
       }
     }
   }

@@ -42,7 +42,7 @@ from local_stack.stack import LocalStack, StackOptions, free_port
 from orchestration_core.postgres import psycopg2_url
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
 from tests.conftest import REPO_ROOT
-from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
+from tests.e2e.live_stack import graphql_runs, run_errors, run_events, tags_of, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -338,6 +338,17 @@ def outage_run(outage_stack) -> OutageRun:
     for k in sorted(k for k in late if k in rows and rows[k].state != "done"):
         report.append(f"  {k[0][:8]}:{k[1]} {rows[k].state} ({rows[k].note}); race starts "
                       f"{starts[k[0]]:%H:%M:%S}; its runs: {scenario.describe_runs(k[0])}")
+    # Why a checkpoint run failed without running a step (it ended the second it started; seen in runs 47-48 and CI
+    # 36, where the event logs went with the test's Postgres): its engine and failure events, while they can be read.
+    for run in [r for r in runs if r["status"] == "FAILURE" and r["startTime"] and r["endTime"]
+                and r["endTime"] - r["startTime"] < 1.5][:8]:
+        try:
+            events = [f"{e['__typename']}: {e.get('message', '')} {((e.get('error') or {}).get('message') or '')[:300]}"
+                      for e in run_events(stack.dagster_url, run["runId"])
+                      if e["__typename"] in ("EngineEvent", "RunFailureEvent", "ExecutionStepFailureEvent")]
+        except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
+            events = [f"(its events could not be read: {exc!r})"]
+        report.append(f"  failed at start: {tags_of(run).get('dagster/run_key')} {run['jobName']}: {events[:4]}")
     scenario.report = "\n".join(report)
     print(scenario.report)
     ARTIFACTS.mkdir(exist_ok=True)  # the figures also when the output is captured (make test runs side by side)
