@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from suite_times import read_report, worker_timelines  # noqa: E402  (a script beside this one)
+from tests.production.docker_engine import cpu_cgroup  # noqa: E402  (where the test engine places its containers)
 
 PROC_STAT = Path("/proc/stat")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -40,18 +42,6 @@ def cpu_seconds(stat_text: str, ticks: int) -> dict[str, float]:
     """The host's CPU seconds since boot by state, from /proc/stat's first line."""
     values = stat_text.splitlines()[0].split()[1:1 + len(CPU_FIELDS)]
     return {name: int(value) / ticks for name, value in zip(CPU_FIELDS, values, strict=False)}
-
-
-def cpu_cgroup(cgroup_text: str) -> str:
-    """The cpu cgroup of the process whose /proc/<pid>/cgroup this is (v1 `cpu` hierarchy, else v2 `0::`)."""
-    unified = "?"
-    for line in cgroup_text.splitlines():
-        hierarchy, controllers, path = line.split(":", 2)
-        if "cpu" in controllers.split(","):
-            return path
-        if hierarchy == "0":
-            unified = path
-    return unified
 
 
 def cpu_share(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:

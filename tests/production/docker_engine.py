@@ -163,13 +163,17 @@ def ensure_engine(state_dir: Path, users_file: Path = USERS_FILE) -> DockerEngin
         return engine
 
 
-def own_cgroup(controller: str | None, proc_cgroup: Path = PROC_CGROUP) -> str | None:
-    """This process's cgroup: in the v1 hierarchy of `controller`, or the v2 one (`0::`) when controller is None."""
-    for line in proc_cgroup.read_text().splitlines():
+def cpu_cgroup(cgroup_text: str) -> str:
+    """The cpu cgroup named in a /proc/<pid>/cgroup text: the v1 hierarchy holding the cpu controller, else the v2 one
+    (`0::`); "?" when neither is there. bench/suite_host.py reports it too."""
+    unified = "?"
+    for line in cgroup_text.splitlines():
         hierarchy, controllers, path = line.split(":", 2)
-        if (controller is None and hierarchy == "0") or (controller and controller in controllers.split(",")):
+        if "cpu" in controllers.split(","):
             return path
-    return None
+        if hierarchy == "0":
+            unified = path
+    return unified
 
 
 def weigh_containers(shares: int = ENGINE_CPU_SHARES, cgroup_root: Path = CGROUP_ROOT,
@@ -184,11 +188,12 @@ def weigh_containers(shares: int = ENGINE_CPU_SHARES, cgroup_root: Path = CGROUP
     jump: BENCHMARKS.md "Test suite", run 45). The containers then go under the suite's own cgroup, where they weigh as
     `shares` of its processes. cgroup v2 cannot nest them under a cgroup that holds processes: left as they are."""
     v1, v2_controllers = cgroup_root / "cpu", cgroup_root / "cgroup.subtree_control"
+    suite = cpu_cgroup(proc_cgroup.read_text())
+    nested = suite.rstrip("/") if suite not in ("/", "?") else ""  # "" in the root cgroup
     if (v1 / "cpu.shares").exists():  # cgroup v1: cpu.shares, 1024 a share
-        suite = (own_cgroup("cpu", proc_cgroup) or "/").rstrip("/")
-        parent, target, value = f"{suite}/docker", v1 / suite.lstrip("/") / "docker" / "cpu.shares", 1024 * shares
+        parent, target, value = f"{nested}/docker", v1 / nested.lstrip("/") / "docker" / "cpu.shares", 1024 * shares
     elif v2_controllers.exists() and "cpu" in v2_controllers.read_text().split():
-        if own_cgroup(None, proc_cgroup) not in ("/", None):
+        if nested:
             return DEFAULT_CONTAINER_CGROUP, None
         parent, target, value = DEFAULT_CONTAINER_CGROUP, cgroup_root / "docker" / "cpu.weight", 100 * shares
     else:

@@ -411,12 +411,13 @@ def test_each_checkpoint_is_taken_by_exactly_one_run_and_fetched_no_more_than_as
             and (ledger_run["endTime"] or 0) >= o.stopped_at.timestamp() for o in outage_run.outages), (key, ran)
     odds = query(racing_url, "SELECT race_id, checkpoint, count(*) AS n, count(DISTINCT runner_number) AS runners, "
                              "array_agg(DISTINCT run_id) AS run_ids FROM odds_snapshots GROUP BY race_id, checkpoint")
+    # Whose odds they are, for the checkpoints the scenario settled; a later one (due after the cutoff) may be taken
+    # between the ledger's reading and this one (seen on a starved run: a T-15 still `requested` when the ledger was
+    # read, its odds written by then).
+    settled = {*due, *late}
     for row in odds:
         assert row.n == row.runners, f"duplicate odds rows for {row.race_id}:{row.checkpoint}"
-        # Whose odds they are, for the checkpoints the scenario settled; a later one (due after the cutoff) may be
-        # taken between the ledger's reading and this one (seen on a starved run: a T-15 still `requested` when the
-        # ledger was read, its odds written by then).
-        if (row.race_id, row.checkpoint) in {*due, *late}:
+        if (row.race_id, row.checkpoint) in settled:
             assert row.run_ids == [rows[(row.race_id, row.checkpoint)].run_id], row
     written = {(r.race_id, r.checkpoint) for r in odds}
     assert {k for k in [*due, *late] if k[1] != "post" and k not in not_taken} <= written

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
+from dagster._core.errors import DagsterUserCodeUnreachableError
 
 from maintenance_jobs.dispatch import dagster_priority
 from racing_orchestration.checkpoints.jobs import CHECKPOINT_JOBS, PRIORITY_TAG
@@ -36,21 +37,21 @@ def test_a_queue_of_checkpoints_launches_the_soonest_closing_first(mocked_launch
     assert launched == ["t15:race-d", "t60:race-a", "t60:race-c", "post:race-b", "p1"]
 
 
+def unreachable(context) -> None:
+    """A launch that cannot reach the code server (what the code server's gRPC client raises)."""
+    raise DagsterUserCodeUnreachableError("Could not reach user code server: connection refused")
+
+
 @pytest.mark.integration
 def test_a_checkpoint_run_whose_code_server_is_unreachable_waits_in_the_queue(mocked_launch_instance,
                                                                               monkeypatch) -> None:
     """A code server restarting (after a Postgres outage, seen in the outage test) made Dagster fail the dequeued run
     at once, costing the checkpoint one of its three re-requests; with dagster.yaml's queue settings the run goes back
     into the queue, 8 times at most, and is launched once the code server answers."""
-    from dagster._core.errors import DagsterUserCodeUnreachableError
-
     instance = mocked_launch_instance
     job = CHECKPOINT_JOBS["t15"]
     run_id = submit(instance, job.name, {**job.tags, "racing/race_id": "race-a"})
     launch = instance.run_launcher.launch_run
-
-    def unreachable(context):
-        raise DagsterUserCodeUnreachableError("Could not reach user code server: connection refused")
 
     monkeypatch.setattr(instance.run_launcher, "launch_run", unreachable)
     for attempt in range(8):  # each pass is a new daemon: no pause of the location carried over
@@ -65,14 +66,9 @@ def test_a_checkpoint_run_whose_code_server_is_unreachable_waits_in_the_queue(mo
 @pytest.mark.integration
 def test_a_code_server_unreachable_for_longer_fails_the_run_with_the_reason(mocked_launch_instance,
                                                                             monkeypatch) -> None:
-    from dagster._core.errors import DagsterUserCodeUnreachableError
-
     instance = mocked_launch_instance
     job = CHECKPOINT_JOBS["t60"]
     run_id = submit(instance, job.name, {**job.tags, "racing/race_id": "race-b"})
-
-    def unreachable(context):
-        raise DagsterUserCodeUnreachableError("Could not reach user code server: connection refused")
 
     monkeypatch.setattr(instance.run_launcher, "launch_run", unreachable)
     for _ in range(9):
