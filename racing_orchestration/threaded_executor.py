@@ -51,6 +51,7 @@ _POLL_SECONDS = 0.05
 @dataclass(frozen=True)
 class _StepFinished:
     step_key: str
+    launch: int  # which launch of the step (a retried step is launched again under the same key)
     error: BaseException | None = None
 
 
@@ -133,26 +134,34 @@ class ThreadPoolExecutor(Executor):
         events: queue.Queue[DagsterEvent | _StepFinished] = queue.Queue()
         step_events: dict[str, list[DagsterEvent]] = {}
         step_contexts = {}
+        # The launches whose thread has not yet reported its end. A step's STEP_SUCCESS can be handled before its
+        # thread ends, and only the end resolves its dynamic outputs into mapped steps: until then the plan can look
+        # complete. A retry without a wait can be launched while the attempt that asked for it is still ending, so a
+        # launch is told apart from the step's next one.
+        running: set[tuple[str, int]] = set()
+        launches: dict[str, int] = {}
         with execution_plan.start(
             retry_mode=job_context.retry_mode,
             max_concurrent=self.max_concurrent,
             tag_concurrency_limits=self.tag_concurrency_limits,
             instance_concurrency_context=concurrency_context,
         ) as active_execution:
-            while not active_execution.is_complete:
+            while running or not active_execution.is_complete:
                 for step in active_execution.get_steps_to_execute(limit=self.max_concurrent):
                     step_context = job_context.for_step(step, active_execution.get_known_state())
                     step_contexts[step.key] = step_context
                     step_events[step.key] = []
+                    launches[step.key] = launches.get(step.key, 0) + 1
+                    running.add((step.key, launches[step.key]))
                     threading.Thread(
                         target=_run_step_in_thread,
-                        args=(step.key, step_context, events),
+                        args=(step.key, launches[step.key], step_context, events),
                         name=f"dagster-step-{step.key}",
                         daemon=True,
                     ).start()
                 yield from active_execution.concurrency_event_iterator(job_context)
 
-                if not active_execution.has_in_flight_steps:
+                if not running:
                     active_execution.sleep_til_ready()
                     continue
                 try:
@@ -160,7 +169,10 @@ class ThreadPoolExecutor(Executor):
                 except queue.Empty:
                     continue
                 while True:
-                    yield from self._handle(item, job_context, active_execution, step_contexts, step_events)
+                    if isinstance(item, _StepFinished):
+                        running.discard((item.step_key, item.launch))
+                    if not isinstance(item, _StepFinished) or item.launch == launches[item.step_key]:
+                        yield from self._handle(item, job_context, active_execution, step_contexts, step_events)
                     try:
                         item = events.get_nowait()
                     except queue.Empty:
@@ -197,14 +209,14 @@ class ThreadPoolExecutor(Executor):
         yield from _trigger_hook(step_contexts.pop(item.step_key), step_events.pop(item.step_key))
 
 
-def _run_step_in_thread(step_key: str, step_context, events: queue.Queue) -> None:
+def _run_step_in_thread(step_key: str, launch: int, step_context, events: queue.Queue) -> None:
     try:
         for event in dagster_event_sequence_for_step(step_context):
             events.put(event)
     except BaseException as exc:  # noqa: BLE001 - forwarded to the orchestrating thread as a step failure
-        events.put(_StepFinished(step_key, exc))
+        events.put(_StepFinished(step_key, launch, exc))
         return
-    events.put(_StepFinished(step_key))
+    events.put(_StepFinished(step_key, launch))
 
 
 @dg.executor(

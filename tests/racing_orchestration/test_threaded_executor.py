@@ -1,3 +1,5 @@
+import time
+
 import dagster as dg
 import pytest
 
@@ -73,3 +75,46 @@ def test_retry_requested_and_failures_are_step_events(pg_instance) -> None:
     failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE")
     assert "boom in a thread" in failure.step_failure_data.error.cause.message
     assert pg_instance.get_run_by_id(failed.run_id).status == dg.DagsterRunStatus.FAILURE
+
+
+@pytest.mark.integration
+def test_mapped_steps_run_when_a_step_thread_reports_its_end_late(pg_instance, monkeypatch) -> None:
+    # On a loaded host a step's thread can be descheduled between its last event (STEP_SUCCESS) and its own end. The
+    # dynamic outputs of that step are resolved into mapped steps only when the executor processes the end, so a run
+    # that looked "complete" in between once ended SUCCESS without running any mapped step (a morning scrape that
+    # scraped nothing). The delay here stands in for that descheduling.
+    _slow_step_thread_ends(monkeypatch)
+    config = {"ops": {"fan_out": {"config": {"width": 3}}, "slow_item": {"config": {"sleep": 0.0}}}}
+    with dg.execute_job(dg.reconstructable(threaded_jobs.threaded_fan_out_job), instance=pg_instance,
+                        run_config=config) as result:
+        assert result.success
+        assert sorted(item["i"] for item in result.output_for_node("slow_item").values()) == [0, 1, 2]
+        assert result.output_for_node("collect") == 3
+
+
+@pytest.mark.integration
+def test_a_step_retried_at_once_is_not_ended_by_its_earlier_attempt(pg_instance, monkeypatch) -> None:
+    # A retry without a wait is relaunched while the thread of the attempt that asked for it may still be ending; that
+    # late end must not be taken for the new attempt's (which would drop it as "finished without success or failure").
+    _slow_step_thread_ends(monkeypatch)
+    config = {"ops": {"fan_out": {"config": {"width": 2}},
+                      "slow_item": {"config": {"sleep": 1.0, "fail_on": 1, "retry_wait": 0.0}}}}
+    with dg.execute_job(dg.reconstructable(threaded_jobs.threaded_fan_out_job), instance=pg_instance,
+                        run_config=config) as result:
+        assert result.success
+        items = sorted(result.output_for_node("slow_item").values(), key=lambda item: item["i"])
+        assert [(item["i"], item["attempt"]) for item in items] == [(0, 0), (1, 1)]
+        assert result.output_for_node("collect") == 2
+
+
+def _slow_step_thread_ends(monkeypatch) -> None:
+    """Each step's thread ends 0.5 s after its last event, as a descheduled thread on a loaded host would."""
+    from racing_orchestration import threaded_executor
+
+    original = threaded_executor.dagster_event_sequence_for_step
+
+    def slow_to_finish(step_context):
+        yield from original(step_context)
+        time.sleep(0.5)
+
+    monkeypatch.setattr(threaded_executor, "dagster_event_sequence_for_step", slow_to_finish)

@@ -37,13 +37,14 @@ def fan_out(context: dg.OpExecutionContext):
 @dg.op(config_schema={
     "fail_on": dg.Field(int, default_value=-1),
     "sleep": dg.Field(float, default_value=0.3),
+    "retry_wait": dg.Field(float, default_value=0.1),
     "meet": dg.Field(int, default_value=0, description="wait for this many steps to run at once (0: no wait)"),
     "meet_timeout": dg.Field(float, default_value=20.0),
 })
 def slow_item(context: dg.OpExecutionContext, i: int) -> dict:
     started = time.monotonic()
     if i == context.op_config["fail_on"] and context.retry_number < 1:
-        raise dg.RetryRequested(max_retries=1, seconds_to_wait=0.1)
+        raise dg.RetryRequested(max_retries=1, seconds_to_wait=context.op_config["retry_wait"])
     met = None
     if context.op_config["meet"]:
         met = meet(context.run_id, context.op_config["meet"], context.op_config["meet_timeout"])
