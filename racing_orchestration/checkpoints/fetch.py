@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from racing_orchestration.race_db.checkpoints import update_checkpoint
+from racing_orchestration.race_db.checkpoints import checkpoint_row, update_checkpoint
 from racing_orchestration.race_db.api_calls import recorded_client
 from racing_orchestration.race_db.resource import RaceDatabase
 from racing_orchestration.tab.client import ApiCall, TabClient
 from racing_orchestration.tab.models import Event
-from racing_orchestration.checkpoints.windows import Wait, plan_wait
+from racing_orchestration.checkpoints.windows import CheckpointSpec, Wait, holding_key, plan_wait
 
 TAG_RACE_ID = "racing/race_id"  # dagster.yaml limits runs to one per value of this tag
 TAG_MEETING_ID = "racing/meeting_id"
@@ -25,6 +25,7 @@ TAG_PROVISIONAL = "racing/provisional"
 TAG_ATTEMPT = "racing/attempt"  # post-race chain: 0 at T+5, then 1..3
 TAG_PREVIOUS_RUN_ID = "racing/previous_run_id"  # the run of the chain's previous attempt
 TAG_AWAITING_FINAL = "racing/awaiting_final"  # the run ended with the race not Final; the sensor requests the next
+TAG_SUPERSEDED = "racing/superseded_by"  # the ledger had requested the checkpoint again under this key: not taken
 TAG_RESCHEDULED = "racing/rescheduled"  # the start moved while the run waited: handed back, due at this new time
 
 
@@ -42,6 +43,26 @@ def mark_ledger(race_db: RaceDatabase, race_id: str, checkpoint: str, state: str
         return
     with race_db.begin() as conn:
         update_checkpoint(conn, race_id, checkpoint, state=state, run_id=run_id, note=note)
+
+
+def take_checkpoint(race_db: RaceDatabase, race_id: str, spec: CheckpointSpec, run_id: str,
+                    key: str | None) -> str | None:
+    """Mark the claimed checkpoint `running` under `run_id`, a run requested under run key `key`; returns None, or
+    the key the ledger now requests it under when that is another key (and changes nothing).
+
+    A checkpoint is taken by one run. Once the sensor has requested it again under a new key (its run failed, e.g.
+    at start), a run of an older key must not take it too: Dagster's run retry of the failed run copies that run's
+    key and can come minutes later on a loaded host (run 51: the re-request and the retry one second apart, both
+    fetched). A run without a key (not requested by a sensor) and a row not in the ledger are taken as before."""
+    with race_db.begin() as conn:
+        row = checkpoint_row(conn, race_id, spec.name, lock=True)
+        if row is None:
+            return None
+        holder = holding_key(row.run_key, race_id, spec, row.attempt)
+        if key is not None and key != holder:
+            return holder
+        update_checkpoint(conn, race_id, spec.name, state="running", run_id=run_id)
+    return None
 
 
 class SystemClock:

@@ -22,11 +22,13 @@ from racing_orchestration.checkpoints.fetch import (
     TAG_MEETING_ID,
     TAG_PROVISIONAL,
     TAG_RESCHEDULED,
+    TAG_SUPERSEDED,
     TAG_TRIGGERED_BY,
     WaitResult,
     fetch_event,
     mark_ledger,
     now_utc,
+    take_checkpoint,
     wait_for_target,
 )
 from racing_orchestration.checkpoints.windows import (
@@ -55,6 +57,7 @@ from racing_orchestration.race_db.store import (
     store_results,
     upsert_event,
 )
+from orchestration_core.dagster_internals import RUN_KEY_TAG
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
 from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError
 from racing_orchestration.tab.models import TabPayloadError, status_is
@@ -115,16 +118,31 @@ def _spec(config: CheckpointConfig, pre_race: bool) -> CheckpointSpec:
     return spec
 
 
-def _begin(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig) -> bool:
-    """Check the schema, tag the meeting, mark the ledger running; returns whether the run is a manual one."""
+def _begin(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig,
+           spec: CheckpointSpec) -> tuple[bool, str | None]:
+    """Check the schema, tag the meeting, take the checkpoint in the ledger (mark it running); returns whether the run
+    is a manual one, and the run key the ledger requests the checkpoint under when that is not this run's."""
     race_db.engine()
     manual = context.run.tags.get(TAG_TRIGGERED_BY) == "manual"
     with race_db.connect() as conn:
         row = race_row(conn, config.race_id)
     if row is not None and TAG_MEETING_ID not in context.run.tags:
         context.instance.add_run_tags(context.run_id, {TAG_MEETING_ID: row.meeting_id})
-    mark_ledger(race_db, config.race_id, config.checkpoint, "running", context.run_id, manual=manual)
-    return manual
+    if manual:  # a manual re-fetch leaves the sensor's ledger row alone
+        return manual, None
+    return manual, take_checkpoint(race_db, config.race_id, spec, context.run_id, context.run.tags.get(RUN_KEY_TAG))
+
+
+def _stand_down(context: dg.OpExecutionContext, config: CheckpointConfig, spec: CheckpointSpec, holder: str) -> dict:
+    """The checkpoint was requested again under another run key (this run's first attempt failed and the sensor
+    re-requested it, or Dagster's run retry came late): that run takes it; this one calls nothing and stores nothing."""
+    note = f"requested again as {holder}: that run takes the {spec.label}, this one stands down"
+    context.log.warning(f"{spec.label} {config.race_id}: {note}")
+    context.instance.add_run_tags(context.run_id, {TAG_SUPERSEDED: holder})
+    record_outcome(context, Outcome.SUCCESS, 0, 0)
+    summary = {"race_id": config.race_id, "checkpoint": spec.name, "outcome": "superseded", "holder": holder}
+    context.add_output_metadata(summary)
+    return summary
 
 
 def _wait_for_target(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig,
@@ -197,7 +215,9 @@ def _fail(context: dg.OpExecutionContext, race_db: RaceDatabase, config: Checkpo
 def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig, tab_client: TabClient,
                        race_db: RaceDatabase) -> dict:
     spec = _spec(config, pre_race=True)
-    manual = _begin(context, race_db, config)
+    manual, holder = _begin(context, race_db, config, spec)
+    if holder is not None:
+        return _stand_down(context, config, spec, holder)
     waited = _wait_for_target(context, race_db, config, spec, manual)
     if waited is not None and waited.action == Wait.RESCHEDULE:
         return _give_way(context, race_db, config, spec, waited)
@@ -258,7 +278,9 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
     spec = _spec(config, pre_race=False)
     delays, attempt = config.retry_delays_seconds, config.attempt
     last = attempt >= len(delays)
-    manual = _begin(context, race_db, config)
+    manual, holder = _begin(context, race_db, config, spec)
+    if holder is not None:
+        return _stand_down(context, config, spec, holder)
     if TAG_ATTEMPT not in context.run.tags:
         context.instance.add_run_tags(context.run_id, {TAG_ATTEMPT: str(attempt)})
     waited = _wait_for_target(context, race_db, config, spec, manual, attempt)

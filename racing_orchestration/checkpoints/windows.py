@@ -265,6 +265,12 @@ def rescheduled_key(race_id: str, spec: CheckpointSpec, target: dt.datetime) -> 
     return f"{run_key(race_id, spec)}:at{target.astimezone(dt.UTC):%Y%m%dT%H%M%SZ}"
 
 
+def holding_key(latest_key: str | None, race_id: str, spec: CheckpointSpec, attempt: int) -> str:
+    """The run key a claimed checkpoint is requested under now: the ledger's latest (a re-request's, a rescheduled
+    claim's), else the claim's first key (`run_key`), which the ledger leaves empty."""
+    return latest_key or run_key(race_id, spec, attempt)
+
+
 def claim_base_key(latest_key: str | None, first_key: str) -> str:
     """The key re-requests of a claim count from (`<base>:retry<n>`): the claim's first key, i.e. the latest key
     without its retry suffix (a rescheduled claim starts from its `:at<time>` key)."""

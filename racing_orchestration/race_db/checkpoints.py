@@ -100,9 +100,10 @@ def claimed_checkpoints(conn: sa.Connection, race_ids: Iterable[str], checkpoint
     return set(conn.execute(query).scalars())
 
 
-def checkpoint_row(conn: sa.Connection, race_id: str, checkpoint: str) -> sa.Row | None:
+def checkpoint_row(conn: sa.Connection, race_id: str, checkpoint: str, *, lock: bool = False) -> sa.Row | None:
+    """The ledger row; `lock` holds it (FOR UPDATE) until the transaction ends, for a read-then-write."""
     query = sa.select(_ledger).where(_ledger.c.race_id == race_id, _ledger.c.checkpoint == checkpoint)
-    return conn.execute(query).first()
+    return conn.execute(query.with_for_update() if lock else query).first()
 
 
 # Rows in these states have been requested but not (yet) picked up by a run.

@@ -19,7 +19,9 @@ from racing_orchestration.checkpoints.jobs import (
     checkpoint_run_config,
 )
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, no_longer_pre_race
-from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint
+from orchestration_core.dagster_internals import RUN_KEY_TAG
+from racing_orchestration.checkpoints.fetch import TAG_SUPERSEDED
+from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint, record_relaunch
 from racing_orchestration.settings import launch_ahead
 from racing_orchestration.race_db.queries import dividends_for_race, final_dividends, odds_for_race, race_row, results_for_race
 from orchestration_core.run_outcome import TAG_OUTCOME
@@ -338,3 +340,41 @@ def test_unknown_race_fails_clearly_without_retries(pg_instance, race_db, sim_fe
     assert not result.success
     assert not any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
     assert "404" in pg_instance.get_run_by_id(result.run_id).tags["racing/error"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("run_key", "takes_it"), [
+    ("{race}:t15", False),  # the first request, e.g. Dagster's run retry of its failed run (retries copy the key)
+    ("{race}:t15:retry1", True),  # the sensor's re-request, which the ledger now names
+    (None, True),  # a run outside the sensors (no run key): as before, it takes the row
+])
+def test_a_checkpoint_requested_again_is_taken_only_under_the_key_the_ledger_names(pg_instance, race_db, run_key,
+                                                                                    takes_it) -> None:
+    # Run 51: a T-15's first run failed at start; two minutes later the sensor re-requested it as `:retry1` and, one
+    # second after, Dagster's run retry of the first run arrived with the first key. Both fetched: taken twice.
+    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
+    with _server(clock) as server:
+        _, race = pick_race(server.feed.day(DAY))
+        _seed(server, race_db, clock)
+        with race_db.begin() as conn:
+            claim_checkpoint(conn, race.race_id, "t15", race.scheduled_start - dt.timedelta(minutes=15))
+            record_relaunch(conn, race.race_id, "t15", run_key=f"{race.race_id}:t15:retry1", note="run failed",
+                            now=clock.now)
+        clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+        tags = {} if run_key is None else {RUN_KEY_TAG: run_key.format(race=race.race_id)}
+        result = _run("pre_race_t15", race.race_id, "t15", pg_instance, _client(server), race_db, tags=tags)
+        fetched = server.feed._counts["/events/{id}"]  # noqa: SLF001 - what the run asked the feed
+    assert result.success
+    with race_db.connect() as conn:
+        odds, ledger = odds_for_race(conn, race.race_id, "t15"), checkpoint_row(conn, race.race_id, "t15")
+    run = pg_instance.get_run_by_id(result.run_id)
+    if takes_it:
+        assert (ledger.state, ledger.run_id, fetched) == ("done", result.run_id, 1)
+        assert len(odds) == len(race.runners)
+        assert TAG_SUPERSEDED not in run.tags
+    else:
+        assert (ledger.state, ledger.run_id, ledger.run_key, fetched) == (
+            "requested", None, f"{race.race_id}:t15:retry1", 0)
+        assert odds == []
+        assert run.tags[TAG_SUPERSEDED] == f"{race.race_id}:t15:retry1"
+        assert run.tags[TAG_OUTCOME] == "success" and run.tags["racing/items_processed"] == "0"

@@ -24,6 +24,7 @@ from racing_orchestration.checkpoints.windows import (
     Action,
     Wait,
     claim_base_key,
+    holding_key,
     decide,
     fetch_target,
     plan_wait,
@@ -104,6 +105,17 @@ def test_run_keys_of_a_rescheduled_claim_and_its_retries() -> None:
     assert claim_base_key(retry_key("r1:t15", 2), "r1:t15") == "r1:t15"
     assert claim_base_key(retry_key(key, 1), "r1:t15") == key
     assert claim_base_key("r1:post:2:retry1", "r1:post:2") == "r1:post:2"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("latest_key", "checkpoint", "attempt", "holder"), [
+    (None, "t15", 0, "r1:t15"),  # the first claim: the ledger keeps no key
+    ("r1:t15:retry1", "t15", 0, "r1:t15:retry1"),  # re-requested
+    ("r1:t60:at20261129T010500Z", "t60", 0, "r1:t60:at20261129T010500Z"),  # rescheduled
+    (None, "post", 2, "r1:post:2"),  # the post-race chain's attempt 2
+])
+def test_the_key_a_claimed_checkpoint_is_requested_under(latest_key, checkpoint, attempt, holder) -> None:
+    assert holding_key(latest_key, "r1", CHECKPOINTS[checkpoint], attempt) == holder
 
 
 @pytest.mark.unit
