@@ -118,21 +118,6 @@ def set_worker_nice(nice: int, autogroup: Path = AUTOGROUP) -> bool:
     return True
 
 
-# A whole stack started by a test (`dagster dev`: daemon, webserver, code servers and every run worker they start) is
-# one session, so in the root cpu cgroup it weighed as much as one worker running short files, and when it had to catch
-# up (25 checkpoint runs after an outage) its code server answered StartRun after more than 60 s and was replaced for
-# missed heartbeats (run 50, BENCHMARKS.md "Test suite"). Its sessions therefore weigh about as much as the processes
-# they run when busy (~9 at nice -10), as the test engine's containers do (tests/production/docker_engine.py). A stack
-# is idle most of the time, so the weight costs the others little. In a child cpu cgroup this changes nothing: there
-# each process weighs on its own, as the stack's many processes already do.
-STACK_SESSION_NICE = -10
-
-
-def weigh_stack_sessions(pids: list[int], nice: int = STACK_SESSION_NICE, proc: Path = Path("/proc")) -> list[int]:
-    """Set the autogroup nice of the sessions led by `pids` (a stack's children); the pids whose session took it."""
-    return [pid for pid in pids if set_autogroup_nice(nice, proc / str(pid) / "autogroup")]
-
-
 WORKER_NICE = pytest.StashKey[int]()
 
 

@@ -1,11 +1,9 @@
 """The suite's side-by-side layout (tests/conftest.py): which tests share an xdist worker, and which start first."""
 
-from pathlib import Path
-
 import pytest
 
 from tests.conftest import (DOCKER_ENGINE_GROUP, LONG_GROUPS, REPO_ROOT, autogroup_nice_for, group_of_node,
-                            long_first, set_autogroup_nice, weigh_stack_sessions, xdist_group_of)
+                            long_first, set_autogroup_nice, xdist_group_of)
 
 pytestmark = pytest.mark.unit
 
@@ -68,31 +66,6 @@ def test_the_autogroup_nice_is_written_where_the_kernel_has_one(tmp_path) -> Non
     autogroup.write_text("/autogroup-1 nice 0\n")
     assert set_autogroup_nice(5, autogroup) and autogroup.read_text() == "5\n"
     assert not set_autogroup_nice(5, tmp_path / "missing" / "autogroup")
-
-
-def test_a_stacks_sessions_are_weighted_at_nice_minus_ten(tmp_path) -> None:
-    for pid in (101, 202):
-        (tmp_path / str(pid)).mkdir()
-        (tmp_path / str(pid) / "autogroup").write_text(f"/autogroup-{pid} nice 0\n")
-    assert weigh_stack_sessions([101, 202, 303], proc=tmp_path) == [101, 202]  # 303: no such process (any more)
-    assert [(tmp_path / str(pid) / "autogroup").read_text() for pid in (101, 202)] == ["-10\n", "-10\n"]
-
-
-def test_a_real_session_takes_the_weight() -> None:
-    """Root may lower an autogroup's nice (CAP_SYS_NICE); the suite runs as root here and in CI."""
-    import subprocess
-
-    child = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    try:
-        autogroup = Path(f"/proc/{child.pid}/autogroup")
-        if autogroup.exists():
-            assert weigh_stack_sessions([child.pid]) == [child.pid]
-            assert autogroup.read_text().split()[-1] == "-10"
-        else:  # a kernel without CONFIG_SCHED_AUTOGROUP: nothing to weigh, and nothing claimed
-            assert weigh_stack_sessions([child.pid]) == []
-    finally:
-        child.kill()
-        child.wait()
 
 
 @pytest.mark.parametrize("has_autogroups", [True, False])

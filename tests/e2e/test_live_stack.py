@@ -18,7 +18,7 @@ import pytest
 from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
 
 from local_stack.stack import LocalStack, StackOptions, free_port
-from tests.conftest import REPO_ROOT, weigh_stack_sessions
+from tests.conftest import REPO_ROOT
 from tests.browser import launch, needs_chromium, skip_onboarding
 from tests.e2e.live_stack import graphql_runs, processes_mentioning, run_errors, run_log, tags_of, wait_for
 
@@ -55,7 +55,6 @@ def stack(postgres_server_url: str):
     live = LocalStack(options)
     try:
         live.start()
-        weigh_stack_sessions([process.pid for process in live.processes.values()])
         yield live
     finally:
         live.stop()

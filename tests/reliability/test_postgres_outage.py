@@ -41,7 +41,7 @@ from local_stack.embedded_postgres import start_embedded_postgres
 from local_stack.stack import LocalStack, StackOptions, free_port
 from orchestration_core.postgres import psycopg2_url
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
-from tests.conftest import REPO_ROOT, weigh_stack_sessions
+from tests.conftest import REPO_ROOT
 from tests.e2e.live_stack import graphql_runs, run_errors, run_events, tags_of, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -215,7 +215,6 @@ def outage_stack():
     stack = LocalStack(options)
     try:
         stack.start()
-        weigh_stack_sessions([process.pid for process in stack.processes.values()])
         yield stack, postgres
     finally:
         stack.stop()
