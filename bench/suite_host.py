@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from suite_times import read_report, worker_timelines  # noqa: E402  (a script beside this one)
 from tests.production.docker_engine import cpu_cgroup  # noqa: E402  (where the test engine places its containers)
+from tests.suite_cgroup import SUITE_CGROUP_RECORD  # noqa: E402  (the cgroup of its own pytest moved into)
 
 PROC_STAT = Path("/proc/stat")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -57,9 +58,12 @@ def snapshot() -> dict:
 
 
 def report_lines(start: dict, end: dict, cgroup_text: str, autogroup_switch: str, workers: list,
-                 longest: list[tuple[str, float]]) -> list[str]:
+                 longest: list[tuple[str, float]], suite_cgroup: str | None = None) -> list[str]:
+    """`suite_cgroup`: the cpu cgroup of its own pytest moved into (tests/suite_cgroup.py), when it did."""
     cgroup = cpu_cgroup(cgroup_text)
-    autogroups = autogroup_switch.strip() == "1" and cgroup == "/"
+    autogroups = autogroup_switch.strip() == "1" and cgroup == "/" and not suite_cgroup
+    if suite_cgroup:
+        cgroup = f"{suite_cgroup} (its own; started in {cgroup})"
     share = cpu_share(start["cpu"], end["cpu"])
     wall = end["at"] - start["at"]
     lines = [f"suite host: uid {os.geteuid()}, nice {os.getpriority(os.PRIO_PROCESS, 0)}, {os.cpu_count()} cores, "
@@ -89,8 +93,11 @@ def main(argv: list[str]) -> int:
                 report = read_report(junit)
                 workers = worker_timelines(report.timeline)
                 longest = sorted(report.per_file.items(), key=lambda item: -item[1])[:3]
+            record = Path(argv[1]).parent / SUITE_CGROUP_RECORD
+            suite_cgroup = (record.read_text().strip() or None
+                            if record.exists() and record.stat().st_mtime >= start["at"] else None)
             lines = report_lines(start, snapshot(), read_text(PROC_CGROUP), read_text(AUTOGROUP_SWITCH), workers,
-                                 longest)
+                                 longest, suite_cgroup)
             print("\n".join(lines))
             return 0
     except (OSError, ValueError, KeyError) as exc:  # a diagnosis, never the build's outcome

@@ -20,6 +20,7 @@ from local_stack.embedded_postgres import (
     temporary_embedded_postgres,
 )
 from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE
+from tests.suite_cgroup import enter_own_cpu_cgroup, leave_own_cpu_cgroup, record_own_cgroup
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TAB_SAMPLES_DIR = REPO_ROOT / "tests" / "racing_orchestration" / "tab" / "samples"  # real API responses, in the repo
@@ -88,8 +89,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # while it runs a short file its session is niced: on 2 cores the short files then fill the time the stacks leave
 # idle instead of starving them (with four workers at equal weight the outage stack's runs queued past a race's
 # jump and the test took 1,312 s instead of 650-742: BENCHMARKS.md "Test suite", run 40). Autogroups apply only in
-# the root cpu cgroup: where the suite runs in a child one (a CI runner may start it in one) processes are weighed one
-# by one, so the worker's own nice value is set too (its threads and the processes it starts inherit it).
+# the root cpu cgroup, and the suite runs in a child one: its own (tests/suite_cgroup.py), or a CI runner's. There
+# processes are weighed one by one, so the worker's own nice value is set too (its threads and the processes it starts
+# inherit it), and the session's only where the suite is left in the root cgroup.
 SHORT_UNIT_NICE = 5
 AUTOGROUP = Path("/proc/self/autogroup")
 
@@ -121,12 +123,25 @@ def set_worker_nice(nice: int, autogroup: Path = AUTOGROUP) -> bool:
 WORKER_NICE = pytest.StashKey[int]()
 
 
+OWN_CPU_CGROUP = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: a session (so an autogroup) of its own
         try:
             os.setsid()
         except OSError:  # already a session leader
             pass
+    else:  # the controller, before its workers start: they inherit its cgroup
+        own = enter_own_cpu_cgroup(os.getpid())
+        record_own_cgroup(own, REPO_ROOT / "test-artifacts")
+        if own is not None:
+            config.stash[OWN_CPU_CGROUP] = own
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if OWN_CPU_CGROUP in config.stash:
+        leave_own_cpu_cgroup(os.getpid(), config.stash[OWN_CPU_CGROUP])
 
 
 # --- What each test costs the CPU ------------------------------------------------------------------------------------

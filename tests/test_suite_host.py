@@ -50,13 +50,16 @@ def test_the_cpu_cgroup_is_found_in_either_hierarchy(cgroup_text: str, expected:
         ("1:cpu:/\n", "1\n", "autogroups apply"),
         ("1:cpu:/ci\n", "1\n", "autogroups do not apply"),  # the kernel's autogroups are for the root cgroup only
         ("1:cpu:/\n", "0\n", "autogroups do not apply"),
+        # pytest moved into a cgroup of its own (tests/suite_cgroup.py): the report, run after it, is back in the root
+        ("1:cpu:/\n", "1\n", "its own; started in /) (autogroups do not apply"),
     ],
 )
 def test_the_report_says_whether_sessions_are_weighed(cgroup_text: str, switch: str, says: str) -> None:
     start = {"at": 1000.0, "cpu": {"user": 0.0, "idle": 0.0, "steal": 0.0}, "load": 1.0}
     end = {"at": 1600.0, "cpu": {"user": 1100.0, "idle": 80.0, "steal": 20.0}, "load": 9.5}
     workers = [("gw1", 560.0, 590.0, "tests/test_settings.py", 12)]
-    lines = suite_host.report_lines(start, end, cgroup_text, switch, workers, [("tests/slow.py", 400.0)])
+    own = "/pytest-suite-7" if "its own" in says else None
+    lines = suite_host.report_lines(start, end, cgroup_text, switch, workers, [("tests/slow.py", 400.0)], own)
     assert f"({says})" in lines[0] and "load 1.0 at the start, 9.5 at the end" in lines[0]
     assert lines[1:] == ["suite host: 600 s: 1100 CPU-s busy, 80 idle, 20 stolen by the hypervisor",
                          "suite host: longest files tests/slow.py 400 s",
