@@ -133,9 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
         except OSError:  # already a session leader
             pass
     else:  # the controller, before its workers start: they inherit its cgroup
-        own = enter_own_cpu_cgroup(os.getpid())
-        record_own_cgroup(own, REPO_ROOT / "test-artifacts")
-        if own is not None:
+        if (own := enter_own_cpu_cgroup(os.getpid())) is not None:
+            record_own_cgroup(own, REPO_ROOT / "test-artifacts")
             config.stash[OWN_CPU_CGROUP] = own
 
 

@@ -61,14 +61,12 @@ def enter_own_cpu_cgroup(pid: int, cgroup_root: Path = CGROUP_ROOT, proc_cgroup:
     return own
 
 
-def record_own_cgroup(own: Path | None, artifacts: Path, cgroup_root: Path = CGROUP_ROOT) -> None:
-    """Write the cgroup the suite moved into (as /proc names it) to `artifacts`, or remove an older run's record."""
-    record = artifacts / SUITE_CGROUP_RECORD
-    if own is None:
-        record.unlink(missing_ok=True)
-        return
+def record_own_cgroup(own: Path, artifacts: Path, cgroup_root: Path = CGROUP_ROOT) -> None:
+    """Write the cgroup the suite moved into (as /proc names it) to `artifacts`. An older run's record is left: the
+    report reads it only when it is newer than its own start (a pytest a test runs inside the suite, already in the
+    suite's cgroup, must not remove the suite's record)."""
     artifacts.mkdir(parents=True, exist_ok=True)
-    record.write_text(f"/{own.relative_to(cgroup_root / 'cpu').as_posix()}\n")
+    (artifacts / SUITE_CGROUP_RECORD).write_text(f"/{own.relative_to(cgroup_root / 'cpu').as_posix()}\n")
 
 
 def leave_own_cpu_cgroup(pid: int, own: Path) -> bool:

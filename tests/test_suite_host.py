@@ -79,3 +79,17 @@ def test_the_script_reports_after_a_snapshot_and_never_fails_the_build(tmp_path)
     assert out.stdout.startswith("suite host: uid ") and "CPU-s busy" in out.stdout
     missing = subprocess.run([*script, "report", str(tmp_path / "none.json")], capture_output=True, text=True)
     assert missing.returncode == 0 and missing.stdout.startswith("suite host: no report")
+
+
+@pytest.mark.parametrize("newer", [True, False])
+def test_the_report_reads_the_suites_own_cgroup_only_when_this_run_wrote_it(tmp_path, capsys, newer: bool) -> None:
+    import os
+
+    start = tmp_path / "host-start.json"
+    assert suite_host.main(["snapshot", str(start)]) == 0
+    record = tmp_path / suite_host.SUITE_CGROUP_RECORD
+    record.write_text("/pytest-suite-42\n")
+    if not newer:  # left by an earlier run
+        os.utime(record, (0, 0))
+    assert suite_host.main(["report", str(start)]) == 0
+    assert ("cpu cgroup /pytest-suite-42 (its own;" in capsys.readouterr().out) is newer
