@@ -19,7 +19,7 @@ from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
 
 from local_stack.stack import LocalStack, StackOptions, free_port
 from tests.conftest import REPO_ROOT
-from tests.browser import launch, needs_chromium, skip_onboarding
+from tests.browser import dismiss_onboarding, launch, needs_chromium
 from tests.e2e.live_stack import graphql_runs, processes_mentioning, run_errors, run_log, tags_of, wait_for
 
 API_KEY = "live-test-key"
@@ -214,11 +214,11 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
+    dismiss_onboarding(stack.dagster_url)
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(f"{stack.dagster_url}/runs/{scrape_run_id}", wait_until="networkidle")
-        skip_onboarding(page)
         # The run's step metadata (the morning scrape's summary) and its outcome tags.
         page.get_by_text("summarize_scrape").first.wait_for(timeout=60_000)
         page.get_by_text("combinations_table").first.wait_for(timeout=60_000)

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
-from tests.browser import launch, needs_chromium, skip_onboarding
+from tests.browser import dismiss_onboarding, launch, needs_chromium
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import (API_URL, DAGSTER_URL, LONG_RUNNING, NAMED_VOLUMES, PROJECT, REPO_ROOT,
                                             ComposeStack, join_background)
@@ -360,11 +360,11 @@ def test_the_ui_through_the_published_port_shows_a_run_page_with_its_logs(trigge
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
+    dismiss_onboarding(DAGSTER_URL)
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(f"{DAGSTER_URL}/runs/{triggered_run_id}", wait_until="networkidle")
-        skip_onboarding(page)
         # Up to 2 minutes: beside the rest of the suite on 2 cores the UI once took more than 1 to show the log lines.
         try:
             page.get_by_text("hello from the production test").first.wait_for(timeout=120_000)
