@@ -1,6 +1,7 @@
 """Checkpoint jobs in process against Postgres and the simulated feed on a socket (its clock driven by the test)."""
 
 import datetime as dt
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import dagster as dg
@@ -142,14 +143,22 @@ class T60Run:
     scrapes: int  # calls the run recorded
 
 
-def _t60_fetching_at(pg_instance, race_db, after_start: dt.timedelta) -> T60Run:
-    """A sensor-claimed T-60 whose run fetches `after_start` from the race's start (the feed's clock)."""
+@contextmanager
+def _claimed_race(race_db, checkpoint: str, before_start: dt.timedelta):
+    """The feed serving DAY on a socket (its clock the test's), with one of its races' `checkpoint` claimed by the
+    sensor, due `before_start` before the race's start: yields the clock, the server, the meeting and the race."""
     clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
     with _server(clock) as server:
         meeting, race = pick_race(server.feed.day(DAY))
         _seed(server, race_db, clock)
         with race_db.begin() as conn:
-            claim_checkpoint(conn, race.race_id, "t60", race.scheduled_start - dt.timedelta(minutes=60))
+            claim_checkpoint(conn, race.race_id, checkpoint, race.scheduled_start - before_start)
+        yield clock, server, meeting, race
+
+
+def _t60_fetching_at(pg_instance, race_db, after_start: dt.timedelta) -> T60Run:
+    """A sensor-claimed T-60 whose run fetches `after_start` from the race's start (the feed's clock)."""
+    with _claimed_race(race_db, "t60", dt.timedelta(minutes=60)) as (clock, server, meeting, race):
         clock.now = race.scheduled_start + after_start
         result = _run("pre_race_t60", race.race_id, "t60", pg_instance, _client(server), race_db)
     with race_db.connect() as conn:
@@ -352,12 +361,8 @@ def test_a_checkpoint_requested_again_is_taken_only_under_the_key_the_ledger_nam
                                                                                     takes_it) -> None:
     # Run 51: a T-15's first run failed at start; two minutes later the sensor re-requested it as `:retry1` and, one
     # second after, Dagster's run retry of the first run arrived with the first key. Both fetched: taken twice.
-    clock = Clock(dt.datetime(2026, 11, 29, tzinfo=dt.UTC))
-    with _server(clock) as server:
-        _, race = pick_race(server.feed.day(DAY))
-        _seed(server, race_db, clock)
+    with _claimed_race(race_db, "t15", dt.timedelta(minutes=15)) as (clock, server, _, race):
         with race_db.begin() as conn:
-            claim_checkpoint(conn, race.race_id, "t15", race.scheduled_start - dt.timedelta(minutes=15))
             record_relaunch(conn, race.race_id, "t15", run_key=f"{race.race_id}:t15:retry1", note="run failed",
                             now=clock.now)
         clock.now = race.scheduled_start - dt.timedelta(minutes=15)
