@@ -7,15 +7,17 @@ make storage calls all the time. On the compose deployment that was about 16 new
 (pg_stat_database.sessions), each a forked Postgres backend plus its authentication: ~4 ms of CPU apiece on the 2-core
 reference machine, ~3.6 ms of it in Postgres (bench/storage_pool.py).
 
-Only a process that sets POOL_SIZE_VARIABLE keeps a pool: docker-compose.yml and the local stack set it for the daemon
-alone. Run containers never get it (deploy/dagster.yaml passes named variables only), so 25 concurrent runs hold no
-idle connections; the webserver pools already (Dagster's `optimize_for_webserver`). Connections are checked before
-each use, so a Postgres restart costs a reconnect, not an error.
+Only a process that sets POOL_SIZE_VARIABLE keeps a pool: docker-compose.yml sets it for the daemon alone. The local
+stack's instance (dagster.yaml) names dagster-postgres' own storage, so none of its processes pools (BENCHMARKS.md
+"Test suite", run 54: what that costs). Run containers never get it (deploy/dagster.yaml passes named variables
+only), so 25 concurrent runs hold no idle connections; the webserver pools already (Dagster's
+`optimize_for_webserver`). Connections are checked before each use, so a Postgres restart costs a reconnect, not an
+error.
 
-Both images load this module by name from the instance's `storage: custom:` block (dagster.yaml,
-deploy/dagster.yaml): the user-code image has it in the project's wheel; the Dagster image, which holds no project
-package, gets this file and the package's empty `__init__` only (deploy/Dockerfile.dagster). So it imports Dagster's
-public packages alone.
+Both images load this module by name from the instance's `storage: custom:` block (deploy/dagster.yaml), as the
+tests' instances do (tests/conftest.py): the user-code image has it in the project's wheel; the Dagster image, which
+holds no project package, gets this file and the package's empty `__init__` only (deploy/Dockerfile.dagster). So it
+imports Dagster's public packages alone.
 """
 
 from __future__ import annotations
