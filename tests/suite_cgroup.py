@@ -5,10 +5,10 @@ stack (`dagster dev`: daemon, webserver, code servers and every run worker) coun
 files, and its catch-up after an outage starved (the outage test 1,368-1,541 s and a failed run start in runs 47 and
 50, BENCHMARKS.md "Test suite"). In a child cgroup each process weighs on its own; the suite was green there in runs
 46, 48 and 49, with the outage test at 652-744 s. Whether CI starts `make test` in the root cgroup or in a child one
-is the runner's choice (the project's CI and a shell here start it in the root one), so the pytest controller, before
-it starts its workers, moves itself into a child cgroup when it finds itself in the root one. It needs root and the
-cgroup v1 cpu hierarchy (this machine's); elsewhere the suite runs where it was started. `SUITE_OWN_CPU_CGROUP=0`
-leaves it there, to measure the two layouts side by side.
+is the runner's choice (a shell here starts it in the root one; where the project's CI starts it is not known), so the
+pytest controller, before it starts its workers, moves itself into a child cgroup when it finds itself in the root
+one. It needs root and the cgroup v1 cpu hierarchy (this machine's); elsewhere the suite runs where it was started.
+`SUITE_OWN_CPU_CGROUP=0` leaves it there, to measure the two layouts side by side.
 """
 
 from __future__ import annotations
