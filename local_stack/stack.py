@@ -20,16 +20,10 @@ from pathlib import Path
 import httpx
 
 from local_stack.embedded_postgres import STACK_DATABASES, ensure_database, start_embedded_postgres
-from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE
 from orchestration_core.postgres import psycopg2_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_SECONDS = 20.0
-# Storage connections kept per storage by the daemon and each code server (dagster.yaml names the pooled storage;
-# `dagster dev` gives its processes one environment, and the run workers among them do not pool). Without it an idle
-# stack opened 22 Postgres connections a second, 0.18 of a core in Postgres alone
-# (orchestration_core/pooled_storage.py).
-STORAGE_POOL_SIZE = "2"
 
 
 EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -139,7 +133,6 @@ class LocalStack:
             "TAB_API_BASE_URL": self.sim_base_url,
             "RACING_EXPORT_DIR": os.environ.get("RACING_EXPORT_DIR", str(opts.data_dir / "exports")),
             "DAGSTER_UI_URL": self.dagster_url,  # run links in the control API's /executions
-            POOL_SIZE_VARIABLE: os.environ.get(POOL_SIZE_VARIABLE) or STORAGE_POOL_SIZE,
             **opts.extra_env,
         }
         self._migrate()

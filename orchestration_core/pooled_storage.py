@@ -1,34 +1,27 @@
-"""The Dagster instance's storage: dagster-postgres' own, with a connection pool in the long-lived processes.
+"""The Dagster instance's storage: dagster-postgres' own, with a connection pool in the daemon.
 
 dagster-postgres opens a new connection for every storage call (SQLAlchemy's NullPool), so that short-lived processes
-(run workers) hold none open. The long-lived processes are the opposite:
-- the daemon, one process for the life of the deployment, whose threads (sensors, schedules, the run queue every 2 s,
-  run monitoring, the event-log consumer) make storage calls all the time: on the compose deployment that was about
-  16 new connections a second (pg_stat_database.sessions);
-- a code server, which builds an instance for every sensor evaluation and drops it after, and whose sensors make a few
-  dozen storage calls each: an idle local stack opened 22 connections a second, almost all from its code servers.
-Each new connection is a forked Postgres backend plus its authentication: ~4 ms of CPU apiece on the 2-core reference
-machine, ~3.6 ms of it in Postgres (bench/storage_pool.py); the idle local stack's Postgres used 0.18 of a core.
+(run workers, sensor evaluations in a code server) hold none open. The daemon is the opposite: one process for the life
+of the deployment, whose threads (sensors, schedules, the run queue every 2 s, run monitoring, the event-log consumer)
+make storage calls all the time. On the compose deployment that was about 16 new connections a second
+(pg_stat_database.sessions), each a forked Postgres backend plus its authentication: ~4 ms of CPU apiece on the 2-core
+reference machine, ~3.6 ms of it in Postgres (bench/storage_pool.py).
 
-Only a process that sets POOL_SIZE_VARIABLE keeps a pool, and never a run worker:
-- docker-compose.yml sets it for the daemon and the two code servers; run containers never get it (deploy/dagster.yaml
-  passes named variables only);
-- the local stack (`dagster dev`, local_stack/stack.py) sets it for all its processes, which share one environment. Its
-  run workers are the code servers' multiprocessing children (Dagster's default run launcher) and inherit it, so a
-  process started by multiprocessing does not pool.
-So 25 concurrent runs hold no idle connections either way; the webserver pools already (Dagster's
+Only a process that sets POOL_SIZE_VARIABLE keeps a pool: docker-compose.yml sets it for the daemon alone. The local
+stack's instance (dagster.yaml) names dagster-postgres' own storage, so none of its processes pools (BENCHMARKS.md
+"Test suite", run 54: what that costs). Run containers never get it (deploy/dagster.yaml passes named variables
+only), so 25 concurrent runs hold no idle connections; the webserver pools already (Dagster's
 `optimize_for_webserver`). Connections are checked before each use, so a Postgres restart costs a reconnect, not an
 error.
 
 Both images load this module by name from the instance's `storage: custom:` block (deploy/dagster.yaml), as the
-local stack's (dagster.yaml) and the tests' instances do (tests/conftest.py): the user-code image has it in the
-project's wheel; the Dagster image, which holds no project package, gets this file and the package's empty `__init__`
-only (deploy/Dockerfile.dagster). So it imports the standard library and Dagster's public packages alone.
+tests' instances do (tests/conftest.py): the user-code image has it in the project's wheel; the Dagster image, which
+holds no project package, gets this file and the package's empty `__init__` only (deploy/Dockerfile.dagster). So it
+imports Dagster's public packages alone.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Mapping
 
@@ -53,16 +46,6 @@ def pool_size_from_environment(environ: Mapping[str, str] | None = None) -> int:
     return int(value)
 
 
-def pool_size_for_this_process(environ: Mapping[str, str] | None = None, *,
-                               started_by_multiprocessing: bool | None = None) -> int:
-    """pool_size_from_environment, except 0 in a process multiprocessing started: the local stack's run workers, which
-    a code server starts so and which inherit its environment (the module docstring)."""
-    if started_by_multiprocessing is None:
-        started_by_multiprocessing = multiprocessing.parent_process() is not None
-    size = pool_size_from_environment(environ)
-    return 0 if started_by_multiprocessing else size
-
-
 def _close_engines_on_dispose(storage, *owners) -> None:
     """`storage.dispose()` goes on to close the connection pools of `owners` (storages with an `_engine`)."""
     dispose = storage.dispose
@@ -77,12 +60,11 @@ def _close_engines_on_dispose(storage, *owners) -> None:
 
 class PooledPostgresStorage(DagsterPostgresStorage):
     """dagster-postgres' storage (same config, tables and behaviour) whose run, event-log and schedule storages each
-    keep up to POOL_SIZE_VARIABLE connections open when the process sets it and is no run worker (the module
-    docstring); otherwise, DagsterPostgresStorage."""
+    keep up to POOL_SIZE_VARIABLE connections open when the process sets it; without it, DagsterPostgresStorage."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.pool_size = pool_size_for_this_process()
+        self.pool_size = pool_size_from_environment()
         if self.pool_size:
             for storage in (self.run_storage, self.event_log_storage, self.schedule_storage):
                 # What dagster-postgres' own optimize_for_webserver does, with a pool for several threads.

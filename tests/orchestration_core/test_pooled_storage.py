@@ -1,11 +1,9 @@
 """The instance's storage (orchestration_core/pooled_storage.py): dagster-postgres' own, pooled only in a process that
-sets DAGSTER_STORAGE_POOL_SIZE (the compose daemon and code servers, every local-stack process) and is no run worker,
-on a real Postgres."""
+sets DAGSTER_STORAGE_POOL_SIZE (the compose daemon), on a real Postgres."""
 
 from __future__ import annotations
 
 import ast
-import multiprocessing
 from collections.abc import Iterator
 
 import dagster as dg
@@ -14,12 +12,7 @@ import sqlalchemy as sa
 import yaml
 
 from orchestration_core import pooled_storage
-from orchestration_core.pooled_storage import (
-    POOL_SIZE_VARIABLE,
-    PooledPostgresStorage,
-    pool_size_for_this_process,
-    pool_size_from_environment,
-)
+from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE, PooledPostgresStorage, pool_size_from_environment
 from tests.conftest import REPO_ROOT, pooled_postgres_storage
 
 MODULE = REPO_ROOT / "orchestration_core" / "pooled_storage.py"
@@ -40,20 +33,6 @@ def test_a_bad_pool_size_stops_the_process_naming_the_variable(value: str) -> No
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(("value", "child", "size"), [("2", False, 2), ("2", True, 0), ("", False, 0), ("", True, 0)],
-                         ids=["daemon or code server", "run worker", "unset", "unset run worker"])
-def test_a_process_multiprocessing_started_never_pools(value: str, child: bool, size: int) -> None:
-    """The local stack's run workers are its code servers' multiprocessing children, with their environment."""
-    assert pool_size_for_this_process({POOL_SIZE_VARIABLE: value}, started_by_multiprocessing=child) == size
-
-
-@pytest.mark.unit
-def test_a_run_worker_still_refuses_a_bad_pool_size() -> None:
-    with pytest.raises(ValueError, match=POOL_SIZE_VARIABLE):
-        pool_size_for_this_process({POOL_SIZE_VARIABLE: "lots"}, started_by_multiprocessing=True)
-
-
-@pytest.mark.unit
 def test_the_module_imports_dagsters_public_packages_only() -> None:
     """The Dagster image holds this one file and no project package (deploy/Dockerfile.dagster)."""
     imported = set()
@@ -62,8 +41,7 @@ def test_the_module_imports_dagsters_public_packages_only() -> None:
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    assert imported == {"__future__", "multiprocessing", "os", "collections.abc", "dagster_postgres",
-                        "dagster_postgres.utils"}
+    assert imported == {"__future__", "os", "collections.abc", "dagster_postgres", "dagster_postgres.utils"}
 
 
 @pytest.mark.unit
@@ -79,18 +57,11 @@ def test_the_compose_instance_uses_it_and_the_dagster_image_has_it() -> None:
 
 
 @pytest.mark.unit
-def test_the_local_stacks_instance_uses_it_too() -> None:
-    assert yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["storage"] == yaml.safe_load(
-        (REPO_ROOT / "deploy" / "dagster.yaml").read_text())["storage"]
-
-
-@pytest.mark.unit
-def test_only_the_daemon_and_code_servers_set_the_pool_and_run_containers_never_get_it() -> None:
+def test_only_the_daemon_sets_the_pool_and_run_containers_never_get_it() -> None:
     compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
     setting = {name: (service.get("environment") or {}).get(POOL_SIZE_VARIABLE)
                for name, service in compose["services"].items()}
-    assert {name: value for name, value in setting.items() if value is not None} == {
-        "daemon": "2", "code-racing": "2", "code-maintenance": "2"}
+    assert {name: value for name, value in setting.items() if value is not None} == {"daemon": "2"}
     launcher = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())["run_launcher"]["config"]
     assert POOL_SIZE_VARIABLE not in launcher["env_vars"]
 
@@ -169,31 +140,6 @@ def test_a_run_launched_by_the_pooled_daemon_opens_no_pool(fresh_database_url: s
             assert isinstance(run_worker.get_ref().storage, pooled_storage.PooledPostgresStorage)
             for storage in (run_worker.run_storage, run_worker.event_log_storage, run_worker.schedule_storage):
                 assert type(storage._engine.pool).__name__ == "NullPool"  # noqa: SLF001
-
-
-def _pool_classes_in_a_child(ref: dg.InstanceRef, answer: multiprocessing.Queue) -> None:
-    with dg.DagsterInstance.from_ref(ref) as instance:
-        answer.put([type(storage._engine.pool).__name__  # noqa: SLF001
-                    for storage in (instance.run_storage, instance.event_log_storage, instance.schedule_storage)])
-
-
-@pytest.mark.integration
-def test_a_run_worker_a_code_server_starts_opens_no_pool(fresh_database_url: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The local stack's run workers: a code server (here this process, pooled) starts each with multiprocessing's
-    spawn, as Dagster's gRPC server does, and the child inherits the environment that asks for a pool."""
-    monkeypatch.setenv(POOL_SIZE_VARIABLE, "2")
-    for code_server in pooled_instance(fresh_database_url):
-        assert type(code_server.run_storage._engine.pool).__name__ == "QueuePool"  # noqa: SLF001
-        context = multiprocessing.get_context("spawn")
-        answer = context.Queue()
-        child = context.Process(target=_pool_classes_in_a_child, args=(code_server.get_ref(), answer))
-        child.start()
-        try:
-            assert answer.get(timeout=120) == ["NullPool"] * 3
-        finally:
-            child.join(30)
-        assert child.exitcode == 0
 
 
 def connections_to(url: str) -> int:
