@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import sqlalchemy as sa
+
 from racing_orchestration.race_db.checkpoints import checkpoint_row, update_checkpoint
 from racing_orchestration.race_db.api_calls import recorded_client
 from racing_orchestration.race_db.resource import RaceDatabase
@@ -25,7 +27,7 @@ TAG_PROVISIONAL = "racing/provisional"
 TAG_ATTEMPT = "racing/attempt"  # post-race chain: 0 at T+5, then 1..3
 TAG_PREVIOUS_RUN_ID = "racing/previous_run_id"  # the run of the chain's previous attempt
 TAG_AWAITING_FINAL = "racing/awaiting_final"  # the run ended with the race not Final; the sensor requests the next
-TAG_SUPERSEDED = "racing/superseded_by"  # the ledger had requested the checkpoint again under this key: not taken
+TAG_SUPERSEDED = "racing/superseded_by"  # the run key now holding the checkpoint, or the run that finished it
 TAG_RESCHEDULED = "racing/rescheduled"  # the start moved while the run waited: handed back, due at this new time
 
 
@@ -42,25 +44,49 @@ def mark_ledger(race_db: RaceDatabase, race_id: str, checkpoint: str, state: str
     if manual:
         return
     with race_db.begin() as conn:
+        mark_ledger_in(conn, race_id, checkpoint, state, run_id, note, manual=manual)
+
+
+def mark_ledger_in(conn: sa.Connection, race_id: str, checkpoint: str, state: str, run_id: str,
+                   note: str | None = None, *, manual: bool = False) -> None:
+    """`mark_ledger` inside the caller's transaction: what a run stores commits with its `done`, or neither does."""
+    if not manual:
         update_checkpoint(conn, race_id, checkpoint, state=state, run_id=run_id, note=note)
 
 
+# A checkpoint in one of these states has been taken (or given up with a reason): no run takes it again.
+FINISHED_STATES = ("done", "abandoned", "skipped")
+
+
+@dataclass(frozen=True)
+class StandDown:
+    """Why a run leaves the checkpoint alone: `holder` is the run key that now holds it or the run that finished it."""
+
+    holder: str
+    reason: str
+
+
 def take_checkpoint(race_db: RaceDatabase, race_id: str, spec: CheckpointSpec, run_id: str,
-                    key: str | None) -> str | None:
+                    key: str | None) -> StandDown | None:
     """Mark the claimed checkpoint `running` under `run_id`, a run requested under run key `key`; returns None, or
-    the key the ledger now requests it under when that is another key (and changes nothing).
+    why the run must leave it alone (and changes nothing).
 
     A checkpoint is taken by one run. Once the sensor has requested it again under a new key (its run failed, e.g.
     at start), a run of an older key must not take it too: Dagster's run retry of the failed run copies that run's
     key and can come minutes later on a loaded host (run 51: the re-request and the retry one second apart, both
-    fetched). A run without a key (not requested by a sensor) and a row not in the ledger are taken as before."""
+    fetched). Nor is a finished checkpoint taken again: a run that committed its odds and its `done` can still fail
+    to record its own success (Postgres went down), and Dagster's run retry of it carries the same key (CI on
+    ad6db7c: the retry re-took the row, and the ledger named a run whose odds were not the ones stored). A run
+    without a key (not requested by a sensor) and a row not in the ledger are taken as before."""
     with race_db.begin() as conn:
         row = checkpoint_row(conn, race_id, spec.name, lock=True)
         if row is None:
             return None
+        if row.state in FINISHED_STATES:
+            return StandDown(row.run_id or "the sensor", f"already {row.state} by {row.run_id or 'the sensor'}")
         holder = holding_key(row.run_key, race_id, spec, row.attempt)
         if key is not None and key != holder:
-            return holder
+            return StandDown(holder, f"requested again as {holder}: that run takes it")
         update_checkpoint(conn, race_id, spec.name, state="running", run_id=run_id)
     return None
 

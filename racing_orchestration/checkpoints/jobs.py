@@ -26,7 +26,9 @@ from racing_orchestration.checkpoints.fetch import (
     TAG_TRIGGERED_BY,
     WaitResult,
     fetch_event,
+    StandDown,
     mark_ledger,
+    mark_ledger_in,
     now_utc,
     take_checkpoint,
     wait_for_target,
@@ -119,9 +121,9 @@ def _spec(config: CheckpointConfig, pre_race: bool) -> CheckpointSpec:
 
 
 def _begin(context: dg.OpExecutionContext, race_db: RaceDatabase, config: CheckpointConfig,
-           spec: CheckpointSpec) -> tuple[bool, str | None]:
+           spec: CheckpointSpec) -> tuple[bool, StandDown | None]:
     """Check the schema, tag the meeting, take the checkpoint in the ledger (mark it running); returns whether the run
-    is a manual one, and the run key the ledger requests the checkpoint under when that is not this run's."""
+    is a manual one, and why it must leave the checkpoint alone when it must."""
     race_db.engine()
     manual = context.run.tags.get(TAG_TRIGGERED_BY) == "manual"
     with race_db.connect() as conn:
@@ -133,14 +135,17 @@ def _begin(context: dg.OpExecutionContext, race_db: RaceDatabase, config: Checkp
     return manual, take_checkpoint(race_db, config.race_id, spec, context.run_id, context.run.tags.get(RUN_KEY_TAG))
 
 
-def _stand_down(context: dg.OpExecutionContext, config: CheckpointConfig, spec: CheckpointSpec, holder: str) -> dict:
+def _stand_down(context: dg.OpExecutionContext, config: CheckpointConfig, spec: CheckpointSpec,
+                why: StandDown) -> dict:
     """The checkpoint was requested again under another run key (this run's first attempt failed and the sensor
-    re-requested it, or Dagster's run retry came late): that run takes it; this one calls nothing and stores nothing."""
-    note = f"requested again as {holder}: that run takes the {spec.label}, this one stands down"
+    re-requested it, or Dagster's run retry came late), or it is finished already (a retry of a run that finished it
+    but could not record its success): this run calls nothing and stores nothing."""
+    note = f"{spec.label} {why.reason}; this run stands down"
     context.log.warning(f"{spec.label} {config.race_id}: {note}")
-    context.instance.add_run_tags(context.run_id, {TAG_SUPERSEDED: holder})
+    context.instance.add_run_tags(context.run_id, {TAG_SUPERSEDED: why.holder})
     record_outcome(context, Outcome.SUCCESS, 0, 0)
-    summary = {"race_id": config.race_id, "checkpoint": spec.name, "outcome": "superseded", "holder": holder}
+    summary = {"race_id": config.race_id, "checkpoint": spec.name, "outcome": "superseded", "holder": why.holder,
+               "reason": why.reason}
     context.add_output_metadata(summary)
     return summary
 
@@ -215,9 +220,9 @@ def _fail(context: dg.OpExecutionContext, race_db: RaceDatabase, config: Checkpo
 def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig, tab_client: TabClient,
                        race_db: RaceDatabase) -> dict:
     spec = _spec(config, pre_race=True)
-    manual, holder = _begin(context, race_db, config, spec)
-    if holder is not None:
-        return _stand_down(context, config, spec, holder)
+    manual, stand_down = _begin(context, race_db, config, spec)
+    if stand_down is not None:
+        return _stand_down(context, config, spec, stand_down)
     waited = _wait_for_target(context, race_db, config, spec, manual)
     if waited is not None and waited.action == Wait.RESCHEDULE:
         return _give_way(context, race_db, config, spec, waited)
@@ -248,12 +253,12 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
             if not event.is_abandoned:
                 stored = store_odds_snapshot(conn, config.race_id, spec.name, event.runners, now_utc(), context.run_id)
             record_scrapes(conn, calls, context.run_id)
+            mark_ledger_in(conn, config.race_id, spec.name, "abandoned" if event.is_abandoned else "done",
+                           context.run_id, manual=manual)
     except UnknownRaceError as exc:
         raise _fail(context, race_db, config, manual, str(exc)) from exc
     moved = before is not None and before.start_time != event.race.advertised_start
     scratched = sum(r.is_scratched for r in event.runners)
-    state = "abandoned" if event.is_abandoned else "done"
-    mark_ledger(race_db, config.race_id, spec.name, state, context.run_id, manual=manual)
     record_outcome(context, Outcome.SUCCESS, len(event.runners), 0)
     summary = {
         "race_id": config.race_id, "checkpoint": spec.name, "status": event.race.status, "runners": len(event.runners),
@@ -278,9 +283,9 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
     spec = _spec(config, pre_race=False)
     delays, attempt = config.retry_delays_seconds, config.attempt
     last = attempt >= len(delays)
-    manual, holder = _begin(context, race_db, config, spec)
-    if holder is not None:
-        return _stand_down(context, config, spec, holder)
+    manual, stand_down = _begin(context, race_db, config, spec)
+    if stand_down is not None:
+        return _stand_down(context, config, spec, stand_down)
     if TAG_ATTEMPT not in context.run.tags:
         context.instance.add_run_tags(context.run_id, {TAG_ATTEMPT: str(attempt)})
     waited = _wait_for_target(context, race_db, config, spec, manual, attempt)
@@ -310,6 +315,9 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
             else:
                 results = dividends = 0
             record_scrapes(conn, calls, context.run_id)
+            if event.is_final or event.is_abandoned:
+                mark_ledger_in(conn, config.race_id, "post", "done" if event.is_final else "abandoned",
+                               context.run_id, manual=manual)
     except UnknownRaceError as exc:
         raise _fail(context, race_db, config, manual, str(exc)) from exc
     summary = {"race_id": config.race_id, "status": status, "attempt": attempt, "results": len(event.results),
@@ -322,11 +330,9 @@ def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, ta
                     "dividends": len(event.dividends), "final_dividends": len(event.final_dividends()),
                     "rows_written": results + dividends})
     if event.is_abandoned:
-        mark_ledger(race_db, config.race_id, "post", "abandoned", context.run_id, manual=manual)
         record_outcome(context, Outcome.SUCCESS, 1, 0)
         return {**summary, "outcome": "abandoned"}
     if event.is_final:
-        mark_ledger(race_db, config.race_id, "post", "done", context.run_id, manual=manual)
         record_outcome(context, Outcome.SUCCESS, 1, 0)
         return {**summary, "outcome": "final"}
     if not last and not manual:

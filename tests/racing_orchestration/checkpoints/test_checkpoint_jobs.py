@@ -383,3 +383,58 @@ def test_a_checkpoint_requested_again_is_taken_only_under_the_key_the_ledger_nam
         assert odds == []
         assert run.tags[TAG_SUPERSEDED] == f"{race.race_id}:t15:retry1"
         assert run.tags[TAG_OUTCOME] == "success" and run.tags["racing/items_processed"] == "0"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("state", ["done", "abandoned", "skipped"])
+def test_a_run_retry_of_a_finished_checkpoint_stands_down(pg_instance, race_db, state) -> None:
+    # CI on ad6db7c: a T-15's run committed its odds and its `done`, then failed to record its own success (Postgres
+    # went down); Dagster's run retry, with the same run key, took the finished checkpoint again and overwrote its
+    # ledger row, so the ledger named a run whose odds were not the ones stored.
+    with _claimed_race(race_db, "t15", dt.timedelta(minutes=15)) as (clock, server, _, race):
+        key = f"{race.race_id}:t15"
+        with race_db.begin() as conn:
+            conn.execute(sa.text("UPDATE race_checkpoints SET state = :s, run_id = 'first-run', run_key = :k, "
+                                 "note = 'what the first run said' WHERE race_id = :r AND checkpoint = 't15'"),
+                         {"s": state, "k": key, "r": race.race_id})
+        clock.now = race.scheduled_start - dt.timedelta(minutes=15)
+        result = _run("pre_race_t15", race.race_id, "t15", pg_instance, _client(server), race_db,
+                      tags={RUN_KEY_TAG: key})
+        fetched = server.feed._counts["/events/{id}"]  # noqa: SLF001 - what the run asked the feed
+    assert result.success
+    with race_db.connect() as conn:
+        odds, ledger = odds_for_race(conn, race.race_id, "t15"), checkpoint_row(conn, race.race_id, "t15")
+    assert (ledger.state, ledger.run_id, ledger.note, fetched, odds) == (
+        state, "first-run", "what the first run said", 0, [])
+    run = pg_instance.get_run_by_id(result.run_id)
+    assert run.tags[TAG_SUPERSEDED] == "first-run"
+    assert run.tags[TAG_OUTCOME] == "success" and run.tags["racing/items_processed"] == "0"
+
+
+@pytest.fixture
+def ledger_write_fails(race_db):
+    """Postgres refuses the ledger's move to a finished state, as when it goes down between two statements."""
+    with race_db.begin() as conn:
+        conn.execute(sa.text(
+            "CREATE FUNCTION refuse_finish() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'the database went away'; END $$ LANGUAGE plpgsql; "
+            "CREATE TRIGGER refuse_finish BEFORE UPDATE ON race_checkpoints FOR EACH ROW "
+            "WHEN (NEW.state IN ('done', 'abandoned')) EXECUTE FUNCTION refuse_finish()"))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("checkpoint", ["t15", "post"])
+def test_what_a_checkpoint_stores_commits_with_its_done_or_not_at_all(pg_instance, race_db, ledger_write_fails,
+                                                                      checkpoint) -> None:
+    # Odds or Final results committed while the ledger still says `running` are data no run owns: the run fails, the
+    # sensor re-requests the checkpoint, and a later run's fetch (or skip) leaves the ledger disagreeing with the rows.
+    at = {"t15": -dt.timedelta(minutes=15), "post": dt.timedelta(minutes=30)}[checkpoint]
+    with _claimed_race(race_db, checkpoint, -at) as (clock, server, _, race):
+        clock.now = race.scheduled_start + at
+        result = _run(JOBS[checkpoint].name, race.race_id, checkpoint, pg_instance, _client(server), race_db)
+    assert not result.success
+    with race_db.connect() as conn:
+        ledger = checkpoint_row(conn, race.race_id, checkpoint)
+        stored = (odds_for_race(conn, race.race_id, "t15") if checkpoint == "t15"
+                  else results_for_race(conn, race.race_id))
+    assert (ledger.state, ledger.run_id, stored) == ("running", result.run_id, [])
