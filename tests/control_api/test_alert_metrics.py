@@ -130,12 +130,28 @@ def test_a_daemon_whose_sensors_stopped_ticking_shows_down_within_30_s(api: Runn
 
         ticked_at = time.monotonic()
         sensor_iteration(context)
-    health = answered_health(api)
-    assert (health["status"], health["scheduler_running"], health["daemon_problems"]) == ("ok", True, []), health
-    # The new tick, not the 40 s old one: no older than the time since it was made (a loaded host may take over 15 s
-    # to answer; seen: 17.0 s).
-    assert health["newest_sensor_tick_age_seconds"] <= time.monotonic() - ticked_at + 1, health
-    assert value(samples(api.client(None).get("/metrics").text), "orchestration_daemon_up") == 1
+        health = answered_health(api)
+        assert (health["status"], health["scheduler_running"], health["daemon_problems"]) == ("ok", True, []), health
+        # The new tick, not the 40 s old one: no older than the time since it was made (a loaded host may take over
+        # 15 s to answer; seen: 17.0 s).
+        assert health["newest_sensor_tick_age_seconds"] <= time.monotonic() - ticked_at + 1, health
+        assert daemon_up_after_a_new_tick(api, context) == 1
+
+
+def daemon_up_after_a_new_tick(api: RunningApi, context, tries: int = 3) -> float:
+    """orchestration_daemon_up answered within 30 s of a new tick (a 15 s sensor's tick counts as missed after 30 s):
+    run 60 read 0 from a /metrics answered later than that at load 15, which is right. So the tick is made again, a
+    few times, until one answer comes in time; a product that says 0 then fails."""
+    took = []
+    for _ in range(tries):
+        beat_every_daemon(api.instance)
+        ticked_at = time.monotonic()
+        sensor_iteration(context)
+        up = value(samples(api.client(None).get("/metrics").text), "orchestration_daemon_up")
+        took.append(round(time.monotonic() - ticked_at, 1))
+        if took[-1] < 30:
+            return up
+    raise AssertionError(f"no /metrics answer within 30 s of a tick in {tries} tries (took {took} s)")
 
 
 @pytest.fixture
