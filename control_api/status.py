@@ -187,13 +187,14 @@ class HealthProbes:
             future.set_exception(exc)
 
 
-def _outcome(future: Future, deadline: float, what: str) -> tuple[str, object]:
-    """("ok", result), ("unreachable (Error)", None) or ("timed out after 0.8 s", None)."""
+def _outcome(future: Future, deadline: float, what: str, seconds: float) -> tuple[str, object]:
+    """("ok", result), ("unreachable (Error)", None) or ("timed out after 0.8 s", None) for a deadline `seconds`
+    long."""
     try:
         return "ok", future.result(timeout=max(0.0, deadline - time.monotonic()))
     except TimeoutError:
-        log.warning("health: %s did not answer within %.1f s", what, PROBE_DEADLINE_SECONDS)
-        return f"timed out after {PROBE_DEADLINE_SECONDS:.1f} s", None
+        log.warning("health: %s did not answer within %.1f s", what, seconds)
+        return f"timed out after {seconds:.1f} s", None
     except Exception as exc:
         log.warning("health: %s unreachable: %s", what, exc)
         return f"unreachable ({type(exc).__name__})", None
@@ -247,11 +248,11 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
     dagster_probe = probes.start("dagster", lambda: _heartbeats_and_required(open_instance()))
     instigator_probe = probes.start("instigators", lambda: _with_sensor_intervals(instigators(open_instance())))
     code_server_probe = probes.start("code_servers", lambda: code_server_states(code_servers, ping))
-    registry_state, refused = _outcome(registry_probe, deadline, "registry database")
-    dagster_state, daemons = _outcome(dagster_probe, deadline, "Dagster storage")
-    instigator_state, probed = _outcome(instigator_probe, deadline, "schedule storage")
+    registry_state, refused = _outcome(registry_probe, deadline, "registry database", deadline_seconds)
+    dagster_state, daemons = _outcome(dagster_probe, deadline, "Dagster storage", deadline_seconds)
+    instigator_state, probed = _outcome(instigator_probe, deadline, "schedule storage", deadline_seconds)
     instigator_rows, sensor_intervals = probed if probed else (None, {})
-    code_server_state, pinged = _outcome(code_server_probe, deadline, "code servers")
+    code_server_state, pinged = _outcome(code_server_probe, deadline, "code servers", deadline_seconds)
     now = time.time()
     heartbeats, required = daemons if dagster_state == "ok" else ({}, ())
     ages = heartbeat_ages(heartbeats, now)

@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import dagster as dg
+
 from local_stack.stack import free_port
 from orchestration_core.dagster_internals import ping_code_server
 from tests.conftest import REPO_ROOT
@@ -35,3 +37,26 @@ def running_code_server(module: str = "maintenance_jobs.definitions",
     finally:
         process.kill()
         process.wait(timeout=30)
+
+
+# A starved host (load 30 in run 60) can take longer than the 30 s Dagster gives a code server to exit.
+CODE_SERVER_EXIT_SECONDS = 300
+
+
+@contextmanager
+def module_workspace(instance: dg.DagsterInstance, module: str, location: str) -> Iterator:
+    """A WorkspaceProcessContext serving `module` from a code server subprocess, the way the daemon loads it. On exit
+    the server is told to shut down as Dagster does, then given CODE_SERVER_EXIT_SECONDS to exit: instance_for_test
+    waits only 30 s, then fails the test whose assertions had passed."""
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+
+    target = ModuleTarget(module_name=module, attribute=None, working_directory=str(REPO_ROOT), location_name=location)
+    with WorkspaceProcessContext(instance, target) as context:
+        try:
+            yield context
+        finally:
+            registry = context._grpc_server_registry  # noqa: SLF001 - the processes Dagster would wait for
+            registry.shutdown_all_processes()
+            for process in registry._all_processes:  # noqa: SLF001
+                process.wait(timeout=CODE_SERVER_EXIT_SECONDS)

@@ -279,20 +279,18 @@ def dagster_webserver_url(dagster_database_url: str) -> Iterator[str]:
 def serve_webserver(dagster_database_url: str, module: str, location: str) -> Iterator[str]:
     """A Dagster webserver on a free port serving `module` as code location `location`, its instance queueing runs
     on the storage at `dagster_database_url`; yields its URL."""
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import ModuleTarget
     from dagster_webserver.app import create_app_from_workspace_process_context
 
     from local_stack.stack import free_port
+    from tests.code_server import module_workspace
     from tests.control_api.conftest import serve
 
     overrides = {
         "storage": pooled_postgres_storage(dagster_database_url),
         "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
     }
-    target = ModuleTarget(module_name=module, attribute=None, working_directory=str(REPO_ROOT), location_name=location)
     with dg.instance_for_test(overrides=overrides) as instance:
-        with WorkspaceProcessContext(instance, target) as context:
+        with module_workspace(instance, module, location) as context:
             server, thread = serve(create_app_from_workspace_process_context(context), free_port())
             port = server.servers[0].sockets[0].getsockname()[1]
             try:

@@ -20,8 +20,7 @@ from dagster._daemon.types import DaemonHeartbeat
 from control_api.app import create_app
 from control_api.liveness import CodeServer
 from local_stack.stack import free_port
-from tests.code_server import running_code_server
-from tests.conftest import REPO_ROOT
+from tests.code_server import module_workspace, running_code_server
 from tests.control_api.conftest import RunningApi, _dispose_storage_pools, answered, answered_health, serve
 from tests.control_api.test_metrics_and_status import samples, value
 from tests.orchestration_core.audit.run_factory import RunFactory
@@ -33,12 +32,7 @@ pytestmark = [pytest.mark.api, pytest.mark.integration]
 @contextmanager
 def maintenance_location(instance: dg.DagsterInstance) -> Iterator[tuple]:
     """The maintenance_jobs location loaded the way the daemon loads it (a code server subprocess)."""
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import ModuleTarget
-
-    target = ModuleTarget(module_name="maintenance_jobs.definitions", attribute=None,
-                          working_directory=str(REPO_ROOT), location_name="maintenance_jobs")
-    with WorkspaceProcessContext(instance, target) as context:
+    with module_workspace(instance, "maintenance_jobs.definitions", "maintenance_jobs") as context:
         repository = context.create_request_context().get_code_location("maintenance_jobs").get_repository(
             "__repository__")
         yield context, repository

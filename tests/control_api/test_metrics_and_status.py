@@ -265,8 +265,10 @@ def test_health_answers_503_within_a_second_whatever_the_database_does(
         import httpx
 
         with httpx.Client(base_url=base, timeout=HEALTH_CLIENT_TIMEOUT_SECONDS) as client:
-            took = []
+            took, overhead = [], []
+            client.get("/openapi.json")  # built once, then served from memory: the control request below
             for _ in range(3):  # the later requests while the first one's probes may still hang
+                overhead.append(request_overhead(client))
                 started = time.monotonic()
                 response = client.get("/health")
                 took.append(time.monotonic() - started)
@@ -281,22 +283,34 @@ def test_health_answers_503_within_a_second_whatever_the_database_does(
                 if database == "black_hole":
                     assert "timed out" in body["registry_database"]
             # ... and within a second: the fastest of the three, since a worker beside this one on a 2-core host can
-            # take the CPU for a few hundred ms of any single request.
-            assert min(took) < 1.0, f"/health took {[round(t, 2) for t in took]} s"
+            # take the CPU for a few hundred ms of any single request, plus what this host took to serve a request
+            # that waits for nothing (at load 34 every /health took over 1 s).
+            assert min(took) < 1.0 + min(overhead), f"/health took {[round(t, 2) for t in took]} s; " \
+                f"a request that waits for nothing {[round(t, 2) for t in overhead]} s"
             # The container healthcheck: the API answered, so it is serving (the database's own check fails).
             serving, said = container_probe.probe(f"{base}/health")
             assert serving and said.startswith("HTTP 503 ") and '"status": "unavailable"' in said, said
 
 
+def request_overhead(client) -> float:
+    """Seconds this host takes to serve the API's cached OpenAPI document: the request, routing and middleware with
+    nothing to wait for, the part of a /health time a starved host adds whatever /health does."""
+    started = time.monotonic()
+    assert client.get("/openapi.json").status_code == 200
+    return time.monotonic() - started
+
+
 def test_health_answers_200_quickly_with_both_databases_up(api: RunningApi) -> None:
-    took = []
+    took, overhead = [], []
     with api.client(key=None) as client:
+        client.get("/openapi.json")
         for _ in range(3):
+            overhead.append(request_overhead(client))
             started = time.monotonic()
             response = client.get("/health")
             took.append(time.monotonic() - started)
             assert response.status_code == 200 and took[-1] < HEALTH_HARD_BOUND_SECONDS
-    assert min(took) < 1.0, f"/health took {[round(t, 2) for t in took]} s"  # the fastest: see above
+    assert min(took) < 1.0 + min(overhead), f"/health took {[round(t, 2) for t in took]} s"  # the fastest: see above
     body = response.json()
     assert (body["registry_database"], body["dagster_storage"]) == ("ok", "ok")
     assert body["status"] in ("ok", "degraded")  # no daemon heartbeats in this test: degraded, not unavailable
@@ -379,18 +393,14 @@ def test_health_lists_each_schedule_and_sensor_with_its_state_and_last_tick(api:
     """A real sensor started and ticked by Dagster's own sensor loop on the Postgres instance, another stopped."""
     import logging
 
-    from dagster._core.workspace.context import WorkspaceProcessContext
-    from dagster._core.workspace.load_target import ModuleTarget
     from dagster._daemon.sensor import execute_sensor_iteration
 
-    from tests.conftest import REPO_ROOT
+    from tests.code_server import module_workspace
 
     instance = api.instance
     monkeypatch.setenv("MAINTENANCE_DATABASE_URL", api.registry_url)  # the code server the sensor ticks in reads it
-    target = ModuleTarget(module_name="maintenance_jobs.definitions", attribute=None,
-                          working_directory=str(REPO_ROOT), location_name="maintenance_jobs")
     before = time.time()
-    with WorkspaceProcessContext(instance, target) as context:
+    with module_workspace(instance, "maintenance_jobs.definitions", "maintenance_jobs") as context:
         repository = context.create_request_context().get_code_location("maintenance_jobs").get_repository(
             "__repository__")
         instance.start_sensor(repository.get_sensor("record_maintenance_success"))
@@ -434,9 +444,13 @@ def test_a_hanging_schedule_storage_probe_is_cut_by_the_same_deadline(registry_u
     engine = sa.create_engine(registry_url)
     probes = status.HealthProbes()
     try:
-        first = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging, deadline_seconds=0.3)
+        # A deadline the two databases meet even on a starved host (0.3 s missed at load 34), which the hanging probe
+        # cannot: cut at it, and reported with it.
+        started = time.monotonic()
+        first = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging, deadline_seconds=5)
+        assert 5 <= time.monotonic() - started < 30
         assert (first.registry_database, first.dagster_storage) == ("ok", "ok")
-        assert first.schedules_and_sensors_state == "timed out after 0.8 s" and first.schedules_and_sensors == []
+        assert first.schedules_and_sensors_state == "timed out after 5.0 s" and first.schedules_and_sensors == []
         release.set()
         probes.start("instigators", lambda: None).result(timeout=60)  # the same probe in flight, now answered
         second = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging)
