@@ -7,8 +7,6 @@ import dagster as dg
 
 from orchestration_core.run_outcome import Outcome, record_outcome
 from racing_orchestration.export.resource import RaceExportFolder
-from racing_orchestration.export.tables import EXPORT_TABLES
-from racing_orchestration.export.writer import export_day
 from racing_orchestration.race_data.automation import recent_day_data_arrived
 from racing_orchestration.race_data.catalog import GROUP, ODDS_T15, ODDS_T60, RACE_CARDS, RACE_RESULTS, racing_days
 from racing_orchestration.race_data.freshness import DAILY_DERIVED_FRESHNESS
@@ -29,6 +27,11 @@ from racing_orchestration.race_db.resource import RaceDatabase
 )
 def race_day_export(context: dg.AssetExecutionContext, race_db: RaceDatabase,
                     race_export: RaceExportFolder) -> None:
+    # Imported here: pyarrow (with numpy) is 0.3 s of CPU that every process loading the definitions (code servers,
+    # each run worker, the CLI) would otherwise pay, and only this asset's runs use it (BENCHMARKS.md "Process
+    # start-up").
+    from racing_orchestration.export.writer import export_day
+
     root = race_export.root()
     for key in context.partition_keys:
         with race_db.connect() as conn:
@@ -44,5 +47,5 @@ def race_day_export(context: dg.AssetExecutionContext, race_db: RaceDatabase,
             partition_key=key,
         )
         context.log.info(f"exported {key}: " + ", ".join(f"{t.table} {t.rows}" for t in export.tables)
-                         + f" ({export.files_written} of {len(EXPORT_TABLES)} files changed, {export.seconds:.2f} s)")
+                         + f" ({export.files_written} of {len(export.tables)} files changed, {export.seconds:.2f} s)")
     record_outcome(context.op_execution_context, Outcome.SUCCESS, len(context.partition_keys), 0)
