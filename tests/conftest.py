@@ -20,7 +20,10 @@ from local_stack.embedded_postgres import (
     temporary_embedded_postgres,
 )
 from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE
+from tests.http_tls import share_default_tls_context
 from tests.suite_cgroup import enter_own_cpu_cgroup, leave_own_cpu_cgroup, record_own_cgroup
+
+share_default_tls_context()  # ~48 ms of CPU per httpx client otherwise (tests/http_tls.py)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TAB_SAMPLES_DIR = REPO_ROOT / "tests" / "racing_orchestration" / "tab" / "samples"  # real API responses, in the repo
@@ -244,10 +247,18 @@ def pg_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     yield from wiped_instance(dagster_database_url)
 
 
+# The session databases whose Dagster tables exist: later instances skip dagster-postgres' check for them (a table
+# listing per storage, three connections; 3% of the fast tier's test-process samples under py-spy).
+_DAGSTER_TABLES_CREATED: set[str] = set()
+
+
 def wiped_instance(dagster_database_url: str) -> Iterator[dg.DagsterInstance]:
     """A Dagster instance on the session's Postgres storage database, emptied first (for fixtures of any scope)."""
-    overrides = {"storage": pooled_postgres_storage(dagster_database_url)}
+    storage = pooled_postgres_storage(dagster_database_url)
+    storage["custom"]["config"]["should_autocreate_tables"] = dagster_database_url not in _DAGSTER_TABLES_CREATED
+    overrides = {"storage": storage}
     with dg.instance_for_test(overrides=overrides) as instance:
+        _DAGSTER_TABLES_CREATED.add(dagster_database_url)
         instance.wipe()
         # Schedule and sensor states and ticks too: a sensor one test stopped (or failed) must not leak into the next.
         instance.wipe_all_schedules()
