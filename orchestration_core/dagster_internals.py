@@ -4,12 +4,15 @@ Dagster's run and event-log tables are read directly where its public API has no
 (the control API's /executions, /stats and /metrics pages; bulk run retention), and the schedule storage's selector
 types are used to read schedule and sensor state and their ticks, and the control API pings the code servers over
 Dagster's gRPC API. The maintenance guard reads how far the daemon's run-retry consumer has read, and makes a retry
-that consumer dropped the way the consumer makes one. Each name here is checked by
+that consumer dropped the way the consumer makes one. The code locations make the gRPC code server start each run's
+worker from a process that has loaded them once (`start_run_workers_preloaded`). Each name here is checked by
 tests/orchestration_core/test_dagster_internals.py, so an upgrade that moves or changes one fails there, loudly, not
 somewhere in a page. The only other module reaching into `dagster._` is racing_orchestration/threaded_executor.py.
 """
 
 from __future__ import annotations
+
+import multiprocessing
 
 import dagster as dg
 from dagster._core.definitions.selector import InstigatorSelector
@@ -42,6 +45,7 @@ from dagster._core.storage.tags import (
 )
 from dagster._grpc.client import DagsterGrpcClient
 from dagster._grpc.__generated__ import dagster_api_pb2
+from dagster._grpc.server import DagsterApiServer
 
 __all__ = [
     "AUTO_RETRY_RUN_ID_TAG",
@@ -67,6 +71,7 @@ __all__ = [
     "ping_code_server",
     "retry_consumer_cursor",
     "retry_run_as_the_daemon_would",
+    "start_run_workers_preloaded",
 ]
 
 
@@ -75,6 +80,38 @@ def ping_code_server(host: str, port: int, timeout_seconds: int) -> None:
     public `ping` waits Dagster's default 60 s). Raises on no answer."""
     client = DagsterGrpcClient(port=port, host=host)
     client._query("Ping", dagster_api_pb2.PingRequest, timeout=timeout_seconds, echo="control-api")
+
+
+class RunWorkersFromPreloaded:
+    """What Dagster's gRPC code server (DagsterApiServer) starts each run's worker process with, its `_mp_ctx`: a
+    multiprocessing forkserver that imported the code location once, so each run's worker is a fork of it. Dagster's
+    own `spawn` starts a fresh interpreter that imports Dagster and the location again for every run: ~3 CPU-s a run
+    (bench/run_worker_start.py), seconds of a checkpoint's lead on a loaded host. The forkserver starts with the first
+    run, with the code server's environment and `sys.path`, and exits with the code server; it loads nothing else and
+    opens no connection, so each worker still builds its own instance and storage.
+
+    A data descriptor on the class: it wins over the `spawn` context DagsterApiServer.__init__ stores on the instance
+    before it imports the location, whose import installs this (`start_run_workers_preloaded`)."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def __get__(self, server: object, owner: type | None = None) -> object:
+        if server is None:
+            return self
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([self.module])  # read once, when the first run starts the forkserver
+        return context
+
+    def __set__(self, server: object, value: object) -> None:
+        """DagsterApiServer.__init__'s `spawn` context, replaced by the forkserver above."""
+
+
+def start_run_workers_preloaded(module: str) -> None:
+    """The gRPC code server that loads `module` (a code location's definitions) starts each run's worker as a fork of
+    a process that imported `module` once (RunWorkersFromPreloaded). Only DagsterApiServer's run launches change:
+    nothing else in Dagster reads its `_mp_ctx`, and a process that serves no code server never reads it."""
+    DagsterApiServer._mp_ctx = RunWorkersFromPreloaded(module)  # noqa: SLF001 - Dagster has no setting for it
 
 
 # Where EventLogConsumerDaemon keeps its RUN_FAILURE cursor (its `_create_cursor_key`; the event type's value is the
