@@ -26,13 +26,13 @@ $(STAMP): pyproject.toml Makefile
 run: install
 	$(BIN)/python -m local_stack $(SIM_ARGS)
 
-# Side by side on TEST_WORKERS pytest-xdist workers. Each test file runs whole on one worker, tests/production as one
-# unit (its compose deployments one at a time: side by side they overloaded 2 cores); the long units (the compose
-# deployments, the Postgres outage, the live stack) start first, each on a worker of its own, and the other workers
-# share the rest (tests/conftest.py). Four on the 2-core reference machine: with three, the CPU stood ~20% idle for
-# the middle ten minutes, while the long units waited on their stacks and one worker ran the short files. A worker
-# running short files is niced (tests/conftest.py, "Who gets the CPU first"): at equal weight four workers starved the
-# outage stack (run 40, BENCHMARKS.md "Test suite").
+# Side by side on TEST_WORKERS pytest-xdist workers. Each test file runs whole on one worker, the rest of
+# tests/production with the live production test; the long units (the alert path's and the live production's compose
+# deployments, side by side on one engine, the Postgres outage, the live stack) start first, each on a worker of its
+# own, and the workers freed first share the rest (tests/conftest.py). Four on the 2-core reference machine: with
+# three, the CPU stood ~20% idle for the middle ten minutes, while the long units waited on their stacks and one
+# worker ran the short files. A worker running short files is niced (tests/conftest.py, "Who gets the CPU first"): at
+# equal weight four workers starved the outage stack (run 40, BENCHMARKS.md "Test suite").
 TEST_WORKERS ?= 4
 
 # test-artifacts/junit.xml feeds bench/suite_times.py (time per file, slowest tests: BENCHMARKS.md "Test suite").

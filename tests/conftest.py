@@ -31,26 +31,32 @@ TEST_SERVER_PREFIX = "racing-test-pg-"  # the session's embedded Postgres: <temp
 
 # --- Side by side (`make test` runs the suite on several pytest-xdist workers) --------------------------------------
 # Each test file is a unit one worker runs whole, in file order, so module-scoped fixtures (a webserver, a migrated
-# database, a whole stack) start once; everything under tests/production is one unit: its two compose deployments
-# (the alert path's, then the live production test's) run one after the other on the one Docker engine. They could
-# run side by side (the alert test's is a compose project with ports of its own: tests/production/compose_stack.py),
-# but on the 2-core machine that overloaded it: two `up`s at once beside the outage test's stack took 275-306 s
-# each instead of 75-107, load reached 45, the suite used 9% more CPU, and the outage test's catch-ups starved
-# (BENCHMARKS.md, "Test suite", run 20). The long units are queued first, longest first, so each starts at once on a
-# worker of its own while the other workers share the rest. xdist's own `--dist loadgroup` would read `xdist_group`
+# database, a whole stack) start once. The two compose deployments share the one Docker engine but each is a unit of
+# its own: the alert path's file (its own compose project and ports: tests/production/compose_stack.py), and the rest
+# of tests/production (the live production deployment and the engine's own tests). One after the other on one worker
+# they were the suite's critical path: in run 65 that worker took 1,131 s while the other three ended at ~800 s, the
+# cores 631 s idle (BENCHMARKS.md, "Test suite"). Side by side they once overloaded the 2 cores (two `up`s at once
+# beside the outage stack, 275-306 s each instead of 75-107, run 20), when the suite used ~40% more CPU than since
+# run workers are forked (run 65: 1,737 CPU-s); their image builds and `up`s still take turns (machine locks in
+# tests/production). The long units are queued first, longest first, so each starts at once on a worker of its own
+# while the other workers share the rest. xdist's own `--dist loadgroup` would read `xdist_group`
 # marks, but with pytest 9.2's structured node ids it silently stops grouping (pytest-dev/pytest-xdist#1386): the
 # units are therefore cut from the node ids' paths by the scheduler below. What a new long test must do to keep
 # `make test` within 20 minutes: BENCHMARKS.md ("Test suite").
 DOCKER_ENGINE_GROUP = "docker-engine"
+ALERT_PATH_GROUP = "tests/production/test_live_alerts.py"
 LONG_GROUPS = (
-    DOCKER_ENGINE_GROUP,  # the compose deployments on the real engine (image builds, alert path, live production)
+    ALERT_PATH_GROUP,  # the alert path's compose deployment and its faults (~700 s, mostly Prometheus' timings)
     "tests/reliability/test_postgres_outage.py",  # a whole stack through two Postgres outages (the window is fixed)
+    DOCKER_ENGINE_GROUP,  # the live production deployment (image builds, upgrade, retries) and the engine's tests
     "tests/e2e/test_live_stack.py",  # the `make run` stack driven through GraphQL, REST and Chromium
 )
 
 
 def xdist_group_of(path: str) -> str:
     """The unit (xdist scope) of a test file given by its path from the repository root (posix separators)."""
+    if path == ALERT_PATH_GROUP:
+        return path
     return DOCKER_ENGINE_GROUP if path.startswith("tests/production/") else path
 
 

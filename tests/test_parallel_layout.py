@@ -2,8 +2,8 @@
 
 import pytest
 
-from tests.conftest import (DOCKER_ENGINE_GROUP, LONG_GROUPS, REPO_ROOT, autogroup_nice_for, group_of_node,
-                            long_first, set_autogroup_nice, xdist_group_of)
+from tests.conftest import (ALERT_PATH_GROUP, DOCKER_ENGINE_GROUP, LONG_GROUPS, REPO_ROOT, autogroup_nice_for,
+                            group_of_node, long_first, set_autogroup_nice, xdist_group_of)
 
 pytestmark = pytest.mark.unit
 
@@ -11,9 +11,11 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize(
     ("path", "group"),
     [
-        # One Docker engine, one compose deployment at a time: every file under tests/production on one worker.
+        # Two compose deployments side by side on the one engine: the alert path's on a worker of its own, the rest of
+        # tests/production (live production, the engine's tests) together on another.
         ("tests/production/test_live_production.py", DOCKER_ENGINE_GROUP),
-        ("tests/production/test_live_alerts.py", DOCKER_ENGINE_GROUP),
+        ("tests/production/test_live_alerts.py", "tests/production/test_live_alerts.py"),
+        ("tests/production/test_docker_engine.py", DOCKER_ENGINE_GROUP),
         ("tests/production/sub/test_more.py", DOCKER_ENGINE_GROUP),
         # Any other file is a group of its own (its module-scoped fixtures start once).
         ("tests/e2e/test_live_stack.py", "tests/e2e/test_live_stack.py"),
@@ -33,10 +35,11 @@ def test_a_node_id_belongs_to_its_files_unit() -> None:
 
 def test_long_groups_start_first_in_their_order_and_the_rest_keep_theirs() -> None:
     collected = ["tests/a/test_one.py", "tests/e2e/test_live_stack.py", "tests/a/test_two.py", DOCKER_ENGINE_GROUP,
-                 "tests/a/test_one.py", "tests/reliability/test_postgres_outage.py", "tests/b/test_three.py"]
-    assert long_first(collected) == [DOCKER_ENGINE_GROUP, "tests/reliability/test_postgres_outage.py",
-                                     "tests/e2e/test_live_stack.py", "tests/a/test_one.py", "tests/a/test_two.py",
-                                     "tests/b/test_three.py"]
+                 "tests/a/test_one.py", "tests/reliability/test_postgres_outage.py", "tests/b/test_three.py",
+                 ALERT_PATH_GROUP]
+    assert long_first(collected) == [ALERT_PATH_GROUP, "tests/reliability/test_postgres_outage.py",
+                                     DOCKER_ENGINE_GROUP, "tests/e2e/test_live_stack.py", "tests/a/test_one.py",
+                                     "tests/a/test_two.py", "tests/b/test_three.py"]
 
 
 def test_every_long_group_names_tests_that_exist() -> None:
@@ -51,6 +54,7 @@ def test_every_long_group_names_tests_that_exist() -> None:
     ("group", "nice"),
     [
         (DOCKER_ENGINE_GROUP, 0),  # the long units wait on their stacks at the default weight
+        (ALERT_PATH_GROUP, 0),
         ("tests/reliability/test_postgres_outage.py", 0),
         ("tests/e2e/test_live_stack.py", 0),
         ("tests/control_api/test_auth.py", 5),  # a short file fills what the stacks leave idle

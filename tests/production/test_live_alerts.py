@@ -57,7 +57,7 @@ from tests.production.compose_stack import (
     REPO_ROOT,
     in_background,
 )
-from tests.production.docker_engine import engine_for_test
+from tests.production.docker_engine import engine_for_test, machine_lock
 from tests.production.test_live_production import finished, graphql
 
 pytestmark = [pytest.mark.production, pytest.mark.slow, pytest.mark.integration]
@@ -133,8 +133,9 @@ def deployment():
         # The deployment first, then what watches it (the `stack` fixture, once the day has begun): started together
         # on a host at load 40, the API took more than 5 minutes to answer, and Prometheus, already scraping, rightly
         # paged ControlApiMetricsMissing before the day began.
-        live.up(SERVICES)
-        live.wait_healthy(LONG_RUNNING)
+        with machine_lock("compose-up"):  # the live production deployment's `up`, on another worker, waits
+            live.up(SERVICES)
+            live.wait_healthy(LONG_RUNNING)
         live.timings["up before the alert path"] = round(time.monotonic() - up_started, 1)
         yield live
     finally:
