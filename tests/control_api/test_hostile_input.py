@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from control_api.app import create_app
-from tests.control_api.conftest import RunningApi, serve
+from tests.control_api.conftest import RunningApi, answered, serve
 from local_stack.stack import free_port
 from maintenance_jobs.limits import MAX_NESTING_DEPTH
 from tests.task_rows import task_body
@@ -223,7 +223,7 @@ def test_narrowed_settings_report_the_tasks_they_refuse_and_everything_else_keep
         assert "not in the allowed hosts" in problems[SEED_SYNC]
         assert problems["plain"] is None
         assert client.get("/stats").status_code == 200
-        health = client.get("/health").json()
+        health = answered(lambda: client.get("/health").json())  # its registry probe may overrun on a loaded host
         refused = {row["task_name"]: row["problem"] for row in health["refused_tasks"]}
         assert SEED_BACKUP in refused and SEED_SYNC in refused and "plain" not in refused
 

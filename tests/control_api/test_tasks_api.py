@@ -8,7 +8,7 @@ import pytest
 
 from control_api.app import create_app
 from control_api.config import ApiSettings
-from tests.control_api.conftest import API_KEY, RunningApi, serve
+from tests.control_api.conftest import API_KEY, RunningApi, answered, answered_health, serve
 from tests.task_rows import task_body
 from local_stack.stack import free_port
 
@@ -124,10 +124,16 @@ def test_health_is_503_when_the_registry_database_is_unreachable(pg_instance: dg
     try:
         import httpx
 
-        health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=30)
-        assert health.status_code == 503
-        assert health.json()["registry_database"].startswith("unreachable") and health.json()["dagster_storage"] == "ok"
-        assert "secret-pw" not in health.text
+        answers = []
+
+        def ask() -> dict:
+            answers.append(httpx.get(f"http://127.0.0.1:{port}/health", timeout=30))
+            return answers[-1].json()
+
+        # Asked again while a probe overran its 0.8 s deadline (run 68, load ~20: "dagster_storage": "timed out").
+        body = answered(ask)
+        assert all(answer.status_code == 503 and "secret-pw" not in answer.text for answer in answers)
+        assert body["registry_database"].startswith("unreachable") and body["dagster_storage"] == "ok", body
         tasks = httpx.get(f"http://127.0.0.1:{port}/tasks", headers={"Authorization": f"Bearer {API_KEY}"}, timeout=30)
         assert tasks.status_code == 503 and "secret-pw" not in tasks.text
     finally:
@@ -143,9 +149,7 @@ def test_health_is_200_with_daemon_heartbeat_ages(api: RunningApi) -> None:
     # Every daemon this instance's configuration runs must beat (no sensor has ticked: the heartbeats decide).
     for daemon in api.instance.get_required_daemon_types():
         api.instance.add_daemon_heartbeat(DaemonHeartbeat(time.time() - 5, daemon, None, None))
-    health = api.client(None).get("/health")
-    assert health.status_code == 200
-    body = health.json()
+    body = answered_health(api)  # asked again while a probe overran its 0.8 s deadline on a loaded host
     assert body["status"] == "ok" and body["scheduler_running"] is True and body["daemon_problems"] == []
     assert 4 <= body["daemon_heartbeat_age_seconds"]["SENSOR"] < 60
     stats = api.client().get("/stats").json()
