@@ -5,7 +5,7 @@
 A local deployment (`make run`, the default run launcher) runs each run in a worker process that Dagster's gRPC code
 server starts. Dagster starts it with `spawn`: a fresh interpreter that imports Dagster and the code location again
 for every run. The locations instead make the code server fork each worker from a process that imported the location
-once (orchestration_core/dagster_internals.py, `start_run_workers_preloaded`). This serves the maintenance location
+once (orchestration_core/dagster_internals.py, `configure_code_server`). This serves the maintenance location
 from a real code server both ways: as shipped, and with Dagster's `spawn` put back (the "before"), and launches the
 shipped example_executor job `--runs` times through each, one run after the other, the way the daemon launches them.
 Per round and case it reads the CPU time (user + system) of the code server and everything it started, from its start

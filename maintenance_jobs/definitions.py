@@ -7,7 +7,7 @@ from maintenance_jobs.resources import GiteaResource, MaintenanceRegistryResourc
 from maintenance_jobs.sensors import MAINTENANCE_SENSORS
 from maintenance_jobs.settings import maintenance_settings
 from orchestration_core.audit.alerts import alert_webhook_from_env
-from orchestration_core.dagster_internals import start_run_workers_preloaded
+from orchestration_core.dagster_internals import configure_code_server
 
 settings = maintenance_settings()
 
@@ -33,4 +33,4 @@ defs = dg.Definitions(
     },
 )
 # A local deployment's code server forks each run's worker from a process that loaded this location once.
-start_run_workers_preloaded(__name__)
+configure_code_server(__name__)

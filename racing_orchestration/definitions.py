@@ -9,7 +9,7 @@ from orchestration_core.audit.alerts import (
     scheduled_job_freshness,
 )
 from orchestration_core.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
-from orchestration_core.dagster_internals import start_run_workers_preloaded
+from orchestration_core.dagster_internals import configure_code_server
 from racing_orchestration.checkpoints.jobs import post_race_t5, pre_race_t15, pre_race_t60
 from racing_orchestration.checkpoints.movers import market_movers
 from racing_orchestration.checkpoints.racing_day import (
@@ -42,4 +42,4 @@ defs = dg.Definitions(
     executor=threadpool_executor,
 )
 # A local deployment's code server forks each run's worker from a process that loaded this location once.
-start_run_workers_preloaded(__name__)
+configure_code_server(__name__)

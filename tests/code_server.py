@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -16,14 +17,15 @@ from tests.conftest import REPO_ROOT
 
 
 @contextmanager
-def running_code_server(module: str = "maintenance_jobs.definitions",
-                        location: str = "maintenance_jobs") -> Iterator[tuple[subprocess.Popen, int]]:
-    """(process, port) of `dagster code-server start` serving `module`, once it answers a Ping; killed on exit."""
+def running_code_server(module: str = "maintenance_jobs.definitions", location: str = "maintenance_jobs",
+                        env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen, int]]:
+    """(process, port) of `dagster code-server start` serving `module`, once it answers a Ping; killed on exit.
+    `env`: variables added to this process's environment for it."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "dagster", "code-server", "start", "-h", "127.0.0.1", "-p", str(port),
          "-m", module, "--location-name", location],
-        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=REPO_ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90
         while True:

@@ -1,9 +1,14 @@
-"""Run workers of a real code server: forked from a process that loaded the location once
-(orchestration_core/dagster_internals.py, `start_run_workers_preloaded`), not a fresh interpreter per run."""
+"""Run workers of a real code server (orchestration_core/dagster_internals.py, `configure_code_server`): forked from a
+process that loaded the location once, not a fresh interpreter per run; and a worker that dies while Postgres is down
+is still reported, and the server can still stop, once Postgres is back."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import tempfile
 import time
 from pathlib import Path
 
@@ -12,6 +17,8 @@ import pytest
 
 from maintenance_jobs.jobs import example_executor_job
 from tests.code_server import module_workspace
+from tests.conftest import pooled_postgres_storage
+from tests.restartable_postgres import RestartablePostgres
 
 pytestmark = pytest.mark.integration
 
@@ -63,3 +70,62 @@ def test_each_run_worker_is_forked_from_one_process_that_loaded_the_location(pg_
         assert len(forkservers) == 1, children
         assert "'maintenance_jobs.definitions'" in forkservers[0], forkservers
         assert len(set(workers)) == 2, workers
+
+
+# Longer than dagster-postgres gives a new connection (5 retries with backoff: the code server's orphan check raised
+# after ~10 s in the experiment that found this), shorter than the 30 s outage of tests/reliability.
+OUTAGE_SECONDS = 20
+
+
+def test_a_worker_that_dies_while_postgres_is_down_is_reported_and_the_server_still_stops() -> None:
+    """Run 70 of the suite: the code server's cleanup thread, which reports a dead worker's run as failed and ends the
+    server once it was told to shut down, died on the database error of an orphan check during an outage. The run
+    stayed STARTED and the server, told to shut down, refused every later run and never exited."""
+    folder = Path(tempfile.mkdtemp(prefix="racing-test-pg-"))
+    postgres = RestartablePostgres(folder / "pgdata")
+    storage = pooled_postgres_storage(postgres.url)
+    storage["custom"]["config"]["should_autocreate_tables"] = True
+    slow = {"ops": {"run_example_executor": {"config": {"message": "killed", "delay_seconds": 600}}}}
+    try:
+        with dg.instance_for_test(overrides={"storage": storage}) as instance, \
+                module_workspace(instance, "maintenance_jobs.definitions", "maintenance_jobs") as workspace:
+            request = workspace.create_request_context()
+            remote_job = (request.get_code_location("maintenance_jobs").get_repository("__repository__")
+                          .get_full_job("example_executor"))
+            run = instance.create_run_for_job(
+                example_executor_job, run_config=slow, remote_job_origin=remote_job.get_remote_origin(),
+                job_code_origin=remote_job.get_python_origin())
+            instance.launch_run(run.run_id, request)
+            deadline = time.monotonic() + 120
+            while instance.get_run_by_id(run.run_id).status != dg.DagsterRunStatus.STARTED:
+                assert time.monotonic() < deadline, "the run did not start within 120 s"
+                time.sleep(0.1)
+            worker = worker_pid(instance, run.run_id)
+
+            server = workspace._grpc_server_registry._all_processes[0]  # noqa: SLF001 - the code server
+            try:
+                postgres.stop()
+                os.kill(worker, signal.SIGKILL)
+                time.sleep(OUTAGE_SECONDS)
+                postgres.start()
+
+                deadline = time.monotonic() + 60
+                while not instance.get_run_by_id(run.run_id).is_finished:
+                    assert time.monotonic() < deadline, "the dead worker's run was not reported within 60 s"
+                    time.sleep(0.5)
+                assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+                messages = [record.dagster_event.message for record in
+                            instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)]
+                assert any("was terminated by signal 9 (SIGKILL)" in m for m in messages), messages
+
+                server.create_client().shutdown_server()
+                deadline = time.monotonic() + 30
+                while server.server_process.poll() is None:
+                    assert time.monotonic() < deadline, "the code server did not exit within 30 s of its shutdown"
+                    time.sleep(0.5)
+            except BaseException:
+                server.server_process.kill()  # else module_workspace waits 300 s for a server that never exits
+                raise
+    finally:
+        postgres.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
