@@ -32,5 +32,6 @@ defs = dg.Definitions(
         "alert_webhook": alert_webhook_from_env(),
     },
 )
-# A local deployment's code server forks each run's worker from a process that loaded this location once.
+# The code server of this location: run workers forked from it once loaded, its checks kept through a database
+# outage and a missed heartbeat (orchestration_core/dagster_internals.py).
 configure_code_server(__name__)

@@ -18,6 +18,7 @@ import logging
 import multiprocessing
 import os
 import time
+import weakref
 
 import dagster as dg
 from dagster._core.definitions.selector import InstigatorSelector
@@ -73,10 +74,10 @@ __all__ = [
     "SqlRunStorage",
     "TickData",
     "TickStatus",
+    "configure_code_server",
     "ping_code_server",
     "retry_consumer_cursor",
     "retry_run_as_the_daemon_would",
-    "configure_code_server",
 ]
 
 
@@ -116,23 +117,31 @@ _dagster_check_for_orphaned_runs = DagsterApiServer._check_for_orphaned_runs  # 
 code_server_log = logging.getLogger("dagster.code_server")
 
 
+# The code servers (one per process) whose last check of ended workers failed: the next asks the storage first.
+_CHECK_FAILED: weakref.WeakSet = weakref.WeakSet()
+
+
 def check_ended_workers_until_it_succeeds(server: DagsterApiServer) -> None:
     """DagsterApiServer's check of its run workers, every 0.5 s in its cleanup thread: a worker that ended is looked
     up in the run storage, its run reported failed if it had not finished, and once the server was told to shut down
     and no worker is left, the server ends. Dagster lets any error of that check end the thread: a worker that ended
     while Postgres was down (the lookup gives up after ~10 s of retries) left its run STARTED and a server that, told to
     shut down, refused every run and never exited (the suite's run 70). Here an error is logged and the check runs
-    again on the next tick, so both happen once Postgres is back. While a worker has ended, the storage is asked first
-    outside the server's execution lock (which Dagster's check holds through its retries, and StartRun waits for)."""
+    again on the next tick, so both happen once Postgres is back. After a failed check, the storage is asked first
+    outside the server's execution lock (which Dagster's check holds through its retries, and StartRun waits for), so
+    an outage does not hold that lock; a check that passed is not asked twice."""
     try:
-        ended = [(run_id, ref) for run_id, (process, ref) in list(server._executions.items())  # noqa: SLF001
-                 if not process.is_alive()]
-        if ended:
-            run_id, instance_ref = ended[0]
-            with dg.DagsterInstance.from_ref(instance_ref) as instance:
-                instance.get_run_by_id(run_id)
+        if server in _CHECK_FAILED:
+            ended = [(run_id, ref) for run_id, (process, ref) in list(server._executions.items())  # noqa: SLF001
+                     if not process.is_alive()]
+            if ended:
+                run_id, instance_ref = ended[0]
+                with dg.DagsterInstance.from_ref(instance_ref) as instance:
+                    instance.get_run_by_id(run_id)
         _dagster_check_for_orphaned_runs(server)
+        _CHECK_FAILED.discard(server)
     except Exception:  # noqa: BLE001 - whatever it was, the next tick tries again; the thread must live
+        _CHECK_FAILED.add(server)
         code_server_log.warning("Could not check the run workers that ended; trying again", exc_info=True)
 
 

@@ -41,5 +41,6 @@ defs = dg.Definitions(
     # threads of the run worker: a month's race_cards backfill is 180 small I/O-bound steps, not 180 processes.
     executor=threadpool_executor,
 )
-# A local deployment's code server forks each run's worker from a process that loaded this location once.
+# The code server of this location: run workers forked from it once loaded, its checks kept through a database
+# outage and a missed heartbeat (orchestration_core/dagster_internals.py).
 configure_code_server(__name__)
