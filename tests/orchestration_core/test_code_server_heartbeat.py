@@ -16,29 +16,14 @@ import pytest
 from dagster._grpc.client import DagsterGrpcClient
 
 from tests.code_server import running_code_server
+from tests.e2e.live_stack import wait_for
+from tests.production.docker_engine import process_alive
 
 pytestmark = pytest.mark.integration
 
 # The server's heartbeat timeout under `dagster code-server start` (Dagster's default is 30 s): short, so that ten of
 # them (the patience of `shut_down_once_abandoned`) fit a test.
 TTL_SECONDS = 2
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_until(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
 
 
 def serves(port: int) -> bool:
@@ -61,7 +46,7 @@ def proxy_and_server() -> Iterator[tuple[subprocess.Popen, int, int]]:
         try:
             yield proxy, port, servers[0]
         finally:
-            if alive(servers[0]):
+            if process_alive(servers[0]):
                 os.kill(servers[0], signal.SIGCONT)
                 os.kill(servers[0], signal.SIGKILL)
 
@@ -74,7 +59,7 @@ def test_a_server_that_missed_heartbeats_for_four_timeouts_still_serves() -> Non
         time.sleep(4 * TTL_SECONDS)
         os.kill(server, signal.SIGCONT)
         time.sleep(3 * TTL_SECONDS)  # its heartbeat thread has looked at least twice since
-        assert alive(server), "the code server ended after missed heartbeats while its proxy lived"
+        assert process_alive(server), "the code server ended after missed heartbeats while its proxy lived"
         assert serves(port), "the proxy's code server does not answer"
 
 
@@ -84,7 +69,7 @@ def test_a_server_ends_within_seconds_of_its_proxy() -> None:
     with proxy_and_server() as (proxy, port, server):
         proxy.kill()
         proxy.wait(timeout=30)
-        assert wait_until(lambda: not alive(server), 3 * TTL_SECONDS + 5), "the server outlived its proxy"
+        wait_for("the server to end after its proxy", lambda: not process_alive(server), 3 * TTL_SECONDS + 5, 0.2)
 
 
 def test_a_server_whose_live_proxy_sends_no_heartbeat_ends_after_ten_timeouts() -> None:
@@ -93,8 +78,8 @@ def test_a_server_whose_live_proxy_sends_no_heartbeat_ends_after_ten_timeouts() 
         os.kill(proxy.pid, signal.SIGSTOP)
         try:
             time.sleep(5 * TTL_SECONDS)
-            assert alive(server), "the server ended after 5 timeouts without a heartbeat"
-            ended = wait_until(lambda: not alive(server), 9 * TTL_SECONDS)
-            assert ended, "no end after 14 timeouts without a heartbeat"
+            assert process_alive(server), "the server ended after 5 timeouts without a heartbeat"
+            wait_for("the server to end within 14 timeouts without a heartbeat", lambda: not process_alive(server),
+                     9 * TTL_SECONDS, 0.2)
         finally:
             os.kill(proxy.pid, signal.SIGCONT)

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from local_stack.embedded_postgres import temporary_embedded_postgres
 from maintenance_jobs.jobs import example_executor_job
 from tests.code_server import module_workspace
 from tests.conftest import pooled_postgres_storage
@@ -46,17 +45,23 @@ def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
     raise AssertionError(f"no worker pid recorded for run {run_id}")
 
 
+def launch_example_executor(instance: dg.DagsterInstance, workspace, run_config: dict) -> dg.DagsterRun:
+    """A run of the maintenance location's example_executor job, launched through the workspace's code server."""
+    request = workspace.create_request_context()
+    remote_job = (request.get_code_location("maintenance_jobs").get_repository("__repository__")
+                  .get_full_job("example_executor"))
+    run = instance.create_run_for_job(example_executor_job, run_config=run_config,
+                                      remote_job_origin=remote_job.get_remote_origin(),
+                                      job_code_origin=remote_job.get_python_origin())
+    instance.launch_run(run.run_id, request)
+    return run
+
+
 def test_each_run_worker_is_forked_from_one_process_that_loaded_the_location(pg_instance: dg.DagsterInstance) -> None:
     with module_workspace(pg_instance, "maintenance_jobs.definitions", "maintenance_jobs") as workspace:
-        request = workspace.create_request_context()
-        remote_job = (request.get_code_location("maintenance_jobs").get_repository("__repository__")
-                      .get_full_job("example_executor"))
         workers = []
         for _ in range(2):
-            run = pg_instance.create_run_for_job(
-                example_executor_job, run_config=CONFIG, remote_job_origin=remote_job.get_remote_origin(),
-                job_code_origin=remote_job.get_python_origin())
-            pg_instance.launch_run(run.run_id, request)
+            run = launch_example_executor(pg_instance, workspace, CONFIG)
             deadline = time.monotonic() + 120
             while not pg_instance.get_run_by_id(run.run_id).is_finished:
                 assert time.monotonic() < deadline, "the run did not finish within 120 s"
@@ -81,21 +86,14 @@ def test_a_worker_that_dies_while_postgres_is_down_is_reported_and_the_server_st
     """Run 70 of the suite: the code server's cleanup thread, which reports a dead worker's run as failed and ends the
     server once it was told to shut down, died on the database error of an orphan check during an outage. The run
     stayed STARTED and the server, told to shut down, refused every later run and never exited."""
-    folder = Path(tempfile.mkdtemp(prefix="racing-test-pg-"))
-    postgres = RestartablePostgres(folder / "pgdata")
-    storage = pooled_postgres_storage(postgres.url)
-    storage["custom"]["config"]["should_autocreate_tables"] = True
     slow = {"ops": {"run_example_executor": {"config": {"message": "killed", "delay_seconds": 600}}}}
-    try:
+    with temporary_embedded_postgres("racing-test-pg-") as database_server:
+        postgres = RestartablePostgres(database_server)
+        storage = pooled_postgres_storage(postgres.url)
+        storage["custom"]["config"]["should_autocreate_tables"] = True
         with dg.instance_for_test(overrides={"storage": storage}) as instance, \
                 module_workspace(instance, "maintenance_jobs.definitions", "maintenance_jobs") as workspace:
-            request = workspace.create_request_context()
-            remote_job = (request.get_code_location("maintenance_jobs").get_repository("__repository__")
-                          .get_full_job("example_executor"))
-            run = instance.create_run_for_job(
-                example_executor_job, run_config=slow, remote_job_origin=remote_job.get_remote_origin(),
-                job_code_origin=remote_job.get_python_origin())
-            instance.launch_run(run.run_id, request)
+            run = launch_example_executor(instance, workspace, slow)
             deadline = time.monotonic() + 120
             while instance.get_run_by_id(run.run_id).status != dg.DagsterRunStatus.STARTED:
                 assert time.monotonic() < deadline, "the run did not start within 120 s"
@@ -126,6 +124,3 @@ def test_a_worker_that_dies_while_postgres_is_down_is_reported_and_the_server_st
             except BaseException:
                 server.server_process.kill()  # else module_workspace waits 300 s for a server that never exits
                 raise
-    finally:
-        postgres.cleanup()
-        shutil.rmtree(folder, ignore_errors=True)

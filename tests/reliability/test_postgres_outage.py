@@ -37,6 +37,7 @@ import pytest
 import sqlalchemy as sa
 from dagster_graphql import DagsterGraphQLClient
 
+from local_stack.embedded_postgres import start_embedded_postgres
 from local_stack.stack import LocalStack, StackOptions, free_port
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
 from tests.conftest import REPO_ROOT
@@ -187,7 +188,7 @@ def sleep_until(moment: dt.datetime) -> None:
 @pytest.fixture(scope="module")
 def outage_stack():
     data_dir = Path(tempfile.mkdtemp(prefix="outage-stack-"))
-    postgres = RestartablePostgres(data_dir / "pgdata")
+    postgres = RestartablePostgres(start_embedded_postgres(data_dir / "pgdata", delete_on_exit=True))
     options = StackOptions(data_dir=data_dir, dagster_port=free_port(), sim_port=free_port(), api_port=free_port(),
                            sim_args=DENSE_SIM_ARGS, postgres_url=postgres.url, api_key=API_KEY)
     stack = LocalStack(options)
