@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from control_api.overdue import JobSchedule, TaskSchedule
 from control_api.schedulers import TickState
+from maintenance_jobs.execution_history import tag_values
 
 INSTIGATOR_LABELS = ["location", "type", "name"]
 TAG_MAX_RETRIES = "dagster/max_retries"
@@ -116,7 +117,8 @@ def run_retry_limits(jobs: Iterable[dg.JobDefinition], instance_default: int,
     limits = {}
     for job in jobs:
         tag = job.tags.get(TAG_MAX_RETRIES)
-        limits[(job.name, "")] = int(tag) if tag is not None and str(tag).isdigit() else instance_default
+        limit = tag_values.retry_limit(None if tag is None else str(tag))
+        limits[(job.name, "")] = instance_default if limit is None else limit
     for task in tasks:
         limits[(task.job, task.task)] = task.max_retries
     return limits

@@ -33,6 +33,7 @@ from control_api.liveness import (
 )
 from control_api.status import concurrent_limit, heartbeat_ages
 from maintenance_jobs.database.tables import scheduled_tasks
+from maintenance_jobs.execution_history import tag_values
 from orchestration_core.dagster_internals import RunsTable, RunTagsTable
 from orchestration_core.run_outcome import (
     TAG_ITEMS_FAILED,
@@ -59,13 +60,6 @@ class RunRow:
     start_time: float | None
     end_time: float | None
     tags: dict[str, str]
-
-
-def _int(value: str | None) -> int:
-    try:
-        return int(value) if value else 0
-    except ValueError:
-        return 0
 
 
 def _tag_join(key: str) -> sa.Alias:
@@ -99,7 +93,8 @@ def histogram_buckets(durations: list[float]) -> list[tuple[str, float]]:
 
 
 def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
-    """Runs, run retries and items by job and window; durations of runs finished in the last 24 h."""
+    """Runs, run retries and items by job and window; durations of runs finished in the last 24 h. Numbers from tags
+    are clamped (tag_values): one run's absurd tag must not make the page unrenderable for a day."""
     runs = GaugeMetricFamily("orchestration_runs", "Runs created in the window by job and outcome",
                              labels=["job", "outcome", "window"])
     retries = GaugeMetricFamily("orchestration_run_retries", "Run-level re-executions created in the window",
@@ -113,24 +108,25 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
         outcomes = Counter((r.job, outcome_of(dg.DagsterRunStatus(r.status), r.tags)) for r in in_window)
         for (job, outcome), count in sorted(outcomes.items()):
             runs.add_metric([job, outcome, window], count)
-        numbers = Counter((r.job, _int(r.tags.get(TAG_RETRY_NUMBER))) for r in in_window)
+        numbers = Counter((r.job, tag_values.retry_number(r.tags.get(TAG_RETRY_NUMBER))) for r in in_window)
         for (job, number), count in sorted(numbers.items()):
             if number > 0:
                 retries.add_metric([job, str(number), window], count)
         items: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for r in in_window:
-            items[r.job][0] += _int(r.tags.get(TAG_ITEMS_PROCESSED))
-            items[r.job][1] += _int(r.tags.get(TAG_ITEMS_FAILED))
+            items[r.job][0] += tag_values.item_count(r.tags.get(TAG_ITEMS_PROCESSED))
+            items[r.job][1] += tag_values.item_count(r.tags.get(TAG_ITEMS_FAILED))
         for job, (done, bad) in sorted(items.items()):
             processed.add_metric([job, window], done)
             failed.add_metric([job, window], bad)
     # Compared with each job's and each maintenance task's own limit by RetriesAboveMaximum.
+    retry_numbers = [(r, tag_values.retry_number(r.tags.get(TAG_RETRY_NUMBER))) for r in rows]
     highest = alert_metrics.highest_family(
         "orchestration_run_retry_highest", "Highest run retry number among runs created in the window",
         ["job", "task", "window"],
-        (((r.job, r.tags.get(TAG_MAINTENANCE_TASK, ""), window), _int(r.tags.get(TAG_RETRY_NUMBER)))
-         for window, span in WINDOWS.items() for r in rows if r.created > naive_now - span
-         and _int(r.tags.get(TAG_RETRY_NUMBER)) > 0))
+        (((r.job, tag_values.label(r.tags.get(TAG_MAINTENANCE_TASK)) or "", window), number)
+         for window, span in WINDOWS.items() for r, number in retry_numbers
+         if r.created > naive_now - span and number > 0))
     durations = HistogramMetricFamily("orchestration_run_duration_seconds",
                                       "Durations of runs finished in the last 24h", labels=["job"])
     cutoff = (now - WINDOWS["24h"]).timestamp()

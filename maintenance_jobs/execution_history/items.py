@@ -10,15 +10,9 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
+from maintenance_jobs.execution_history import tag_values
 from maintenance_jobs.execution_history.run_storage import TAG_PARENT_RUN_ID, RunRow
-from maintenance_jobs.execution_history.summary import (
-    TAG_RETRY_NUMBER,
-    as_int,
-    execution_id,
-    from_timestamp,
-    parse_minute,
-    utc,
-)
+from maintenance_jobs.execution_history.summary import TAG_RETRY_NUMBER, execution_id, from_timestamp, utc
 from maintenance_jobs.tags import (
     TAG_EXECUTOR,
     TAG_OUTPUT,
@@ -93,29 +87,30 @@ def run_url(ui_url: str, run_id: str) -> str:
 
 
 def item_from_run(row: RunRow, ui_url: str) -> ExecutionItem:
-    """A run not recorded yet (live, or ended moments ago), from run storage."""
+    """A run not recorded yet (live, or ended moments ago), from run storage; its tags read as the history writer
+    reads them (tag_values), so one run's tags cannot break a page."""
     tags = row.tags
     duration = row.end_time - row.start_time if row.start_time and row.end_time else None
-    parent = tags.get(TAG_PARENT_RUN_ID)
+    parent = tag_values.run_id(tags.get(TAG_PARENT_RUN_ID))
     return ExecutionItem(
         id=execution_id(row.run_id),
         run_id=row.run_id,
         task_id=None,
-        task_name=tags.get(TAG_TASK) or row.job_name,
-        service=tags.get(TAG_SERVICE),
-        executor=tags.get(TAG_EXECUTOR),
-        priority=as_int(tags.get(TAG_PRIORITY)),
+        task_name=tag_values.label(tags.get(TAG_TASK) or row.job_name),
+        service=tag_values.label(tags.get(TAG_SERVICE)),
+        executor=tag_values.label(tags.get(TAG_EXECUTOR)),
+        priority=tag_values.priority(tags.get(TAG_PRIORITY)),
         status=execution_status(row.status, tags),
-        triggered_by="retry" if parent else tags.get(TAG_TRIGGERED_BY),
+        triggered_by="retry" if parent else tag_values.triggered_by(tags.get(TAG_TRIGGERED_BY)),
         triggered_at=row.created,
         started_at=from_timestamp(row.start_time),
         completed_at=from_timestamp(row.end_time),
         duration_seconds=round(duration, 3) if duration is not None else None,
-        output=tags.get(TAG_OUTPUT),
-        error=tags.get(TAG_ERROR),
-        retry_count=as_int(tags.get(TAG_RETRY_NUMBER)) or 0,
+        output=tag_values.text(tags.get(TAG_OUTPUT)),
+        error=tag_values.text(tags.get(TAG_ERROR)),
+        retry_count=tag_values.retry_number(tags.get(TAG_RETRY_NUMBER)),
         metadata={},
-        scheduled_for=parse_minute(tags.get(TAG_SCHEDULED_MINUTE)),
+        scheduled_for=tag_values.scheduled_minute(tags.get(TAG_SCHEDULED_MINUTE)),
         parent_run_id=parent,
         recorded=False,
         job_name=row.job_name,

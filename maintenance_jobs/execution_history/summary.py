@@ -11,6 +11,8 @@ from typing import Any
 import dagster as dg
 from pydantic import BaseModel
 
+from maintenance_jobs.execution_history import tag_values
+
 from maintenance_jobs.tags import (
     TAG_EXECUTOR,
     TAG_OUTPUT,
@@ -29,7 +31,7 @@ TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 # The op's metadata is kept whole up to this size as JSON; a bigger one keeps its keys and a note (a run's metadata
 # is a few hundred bytes: counts, paths, commits).
 MAX_METADATA_BYTES = 32_768
-MAX_ERROR_CHARS = 2_000
+MAX_ERROR_CHARS = tag_values.MAX_TEXT_CHARS
 # 53 bits: ids stay exact in JavaScript clients (Number.MAX_SAFE_INTEGER is 2**53 - 1).
 _ID_BITS = 53
 _EVENT_TYPES = {
@@ -101,30 +103,12 @@ def from_timestamp(timestamp: float | None) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC) if timestamp else None
 
 
-def as_int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def parse_minute(value: str | None) -> dt.datetime | None:
-    """The `maintenance/scheduled_minute` tag (local ISO minute with offset) as an aware UTC datetime."""
-    if not value:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment.astimezone(dt.UTC) if moment.tzinfo else None
-
-
 def triggered_by(run: dg.DagsterRun) -> str | None:
     # Dagster's run retries copy the parent's tags (triggered_by=scheduler); the op re-tags its run as a retry, but a
     # retry that died before its op started still carries the copy.
-    if run.parent_run_id or run.tags.get(TAG_PARENT_RUN_ID):
+    if run.parent_run_id or tag_values.run_id(run.tags.get(TAG_PARENT_RUN_ID)):
         return "retry"
-    return run.tags.get(TAG_TRIGGERED_BY)
+    return tag_values.triggered_by(run.tags.get(TAG_TRIGGERED_BY))
 
 
 def plain_metadata(entries: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,29 +149,30 @@ def summarize(instance: dg.DagsterInstance, record: dg.RunRecord) -> ExecutionSu
     status = classify_run_end(run.status, canceling)
     started, ended = record.start_time, record.end_time
     duration = round(ended - started, 3) if started and ended else None
+    # Tags are read through tag_values: any value a run's launcher chose must still make a storable row.
     error = tags.get(TAG_ERROR)
     if not error and status != "success":
         error = next((m for m in failure_messages if m), None) or next((m for m in canceling if m), None)
     return ExecutionSummary(
         id=execution_id(run.run_id),
         run_id=run.run_id,
-        task_name=tags.get(TAG_TASK) or run.job_name,
+        task_name=tag_values.label(tags.get(TAG_TASK) or run.job_name),
         has_task=bool(tags.get(TAG_TASK)),
-        service=tags.get(TAG_SERVICE),
-        executor=tags.get(TAG_EXECUTOR),
-        priority=as_int(tags.get(TAG_PRIORITY)),
+        service=tag_values.label(tags.get(TAG_SERVICE)),
+        executor=tag_values.label(tags.get(TAG_EXECUTOR)),
+        priority=tag_values.priority(tags.get(TAG_PRIORITY)),
         status=status,
         triggered_by=triggered_by(run),
         triggered_at=utc(record.create_timestamp),
         started_at=from_timestamp(started),
         completed_at=from_timestamp(ended),
         duration_seconds=duration,
-        output=tags.get(TAG_OUTPUT),
+        output=tag_values.text(tags.get(TAG_OUTPUT)),
         error=error[:MAX_ERROR_CHARS] if error else None,
-        retry_count=as_int(tags.get(TAG_RETRY_NUMBER)) or 0,
+        retry_count=tag_values.retry_number(tags.get(TAG_RETRY_NUMBER)),
         metadata=plain_metadata(metadata),
-        scheduled_for=parse_minute(tags.get(TAG_SCHEDULED_MINUTE)),
-        parent_run_id=run.parent_run_id or tags.get(TAG_PARENT_RUN_ID),
+        scheduled_for=tag_values.scheduled_minute(tags.get(TAG_SCHEDULED_MINUTE)),
+        parent_run_id=run.parent_run_id or tag_values.run_id(tags.get(TAG_PARENT_RUN_ID)),
         job_name=run.job_name,
         dagster_status=run.status.value,
     )

@@ -22,7 +22,7 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
-from maintenance_jobs.execution_history import store
+from maintenance_jobs.execution_history import store, tag_values
 from maintenance_jobs.execution_history.items import ExecutionItem, item_from_history, item_from_run
 from maintenance_jobs.execution_history.run_storage import RunSelection, existing_run_ids, live_rows
 from maintenance_jobs.models import Task
@@ -44,8 +44,8 @@ class InvalidRange(ValueError):
         self.field = field
 
 
-EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
+EARLIEST = tag_values.EARLIEST_MINUTE
+LATEST = tag_values.LATEST_MINUTE
 
 
 def bounded(moment: dt.datetime, field: str) -> dt.datetime:

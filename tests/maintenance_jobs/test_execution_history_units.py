@@ -11,7 +11,8 @@ import pytest
 
 from maintenance_jobs.cli import parse_moment
 from maintenance_jobs.execution_history.store import Skip
-from maintenance_jobs.execution_history.summary import execution_id, parse_minute
+from maintenance_jobs.execution_history.summary import execution_id
+from maintenance_jobs.execution_history.tag_values import scheduled_minute
 from maintenance_jobs.execution_history.task_view import InvalidRange, _missed_reason, bounded, expected_minutes
 from maintenance_jobs.models import Task
 from maintenance_jobs.schedule import due_minutes, plan_window, wall_clock_slots
@@ -109,4 +110,4 @@ def test_out_of_range_times_are_refused_with_the_field(moment: dt.datetime) -> N
     ("2025-06-03T03:05+12:00", dt.datetime(2025, 6, 2, 15, 5, tzinfo=dt.UTC)), (None, None), ("garbage", None),
     ("2025-06-03T03:05", None)])  # without an offset the minute is ambiguous: not matched to a slot
 def test_scheduled_minute_tag(tag, expected) -> None:
-    assert parse_minute(tag) == expected
+    assert scheduled_minute(tag) == expected
