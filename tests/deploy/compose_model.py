@@ -102,3 +102,25 @@ def bind_mount_sources(service: dict[str, Any]) -> list[str]:
         elif volume.startswith(("./", "../", "/", "~")):
             sources.append(volume.split(":", 1)[0])
     return sources
+
+
+def service_networks(service: dict[str, Any]) -> set[str]:
+    """Networks a service joins (list or mapping syntax); compose puts a service that names none on `default`."""
+    networks = service.get("networks")
+    if networks is None:
+        return {"default"}
+    return set(networks)
+
+
+def network_members(services: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """Network -> the services on it."""
+    members: dict[str, set[str]] = {}
+    for name, service in services.items():
+        for network in service_networks(service):
+            members.setdefault(network, set()).add(name)
+    return members
+
+
+def network_peers(services: dict[str, dict[str, Any]], name: str) -> set[str]:
+    """The other services `name` shares a network with: those that can open a connection to any of its ports."""
+    return {peer for members in network_members(services).values() if name in members for peer in members} - {name}

@@ -20,7 +20,10 @@ from tests.deploy.compose_model import (
     image_tag_problem,
     interpolate,
     load_compose,
+    network_members,
+    network_peers,
     published_host_ip,
+    service_networks,
     string_values,
     variables_used,
 )
@@ -33,7 +36,8 @@ SERVICES: dict = COMPOSE["services"]
 ONE_SHOT = {"migrate"}
 STATEFUL = {"postgres", "prometheus", "alertmanager", "grafana"}
 DOCKER_SOCKET = "/var/run/docker.sock"
-DOCKERFILES = (REPO_ROOT / "deploy" / "Dockerfile.dagster", REPO_ROOT / "deploy" / "Dockerfile.user_code")
+DOCKERFILES = (REPO_ROOT / "deploy" / "Dockerfile.dagster", REPO_ROOT / "deploy" / "Dockerfile.user_code",
+               REPO_ROOT / "deploy" / "Dockerfile.front")
 # The daemon launches and monitors run containers; the webserver's Terminate button stops them.
 SOCKET_USERS = {"daemon", "webserver"}
 
@@ -93,7 +97,7 @@ def test_env_example_documents_each_variable_and_lists_no_unused_ones() -> None:
 
 def test_env_example_holds_no_secrets() -> None:
     secrets = ("POSTGRES_PASSWORD", "DAGSTER_DB_PASSWORD", "RACING_DB_PASSWORD", "MAINTENANCE_DB_PASSWORD",
-               "SCHEDULER_API_KEY", "GRAFANA_ADMIN_PASSWORD", "GITEA_TOKEN")
+               "SCHEDULER_API_KEY", "GRAFANA_ADMIN_PASSWORD", "GITEA_TOKEN", "FRONT_PASSWORD")
     values = env_example()
     assert {name: values[name] for name in secrets} == dict.fromkeys(secrets, "")
 
@@ -117,7 +121,7 @@ def test_no_hard_coded_passwords() -> None:
 
 def test_build_contexts_dockerfiles_and_their_copy_sources_exist() -> None:
     built = {name: s["build"] for name, s in SERVICES.items() if "build" in s}
-    assert built.keys() >= {"migrate", "code-racing", "code-maintenance", "api", "webserver", "daemon"}
+    assert built.keys() >= {"migrate", "code-racing", "code-maintenance", "api", "webserver", "daemon", "front"}
     for name, build in built.items():
         context = REPO_ROOT / build["context"]
         dockerfile = context / build["dockerfile"]
@@ -186,9 +190,9 @@ def test_published_host_ip(port: str | dict, host_ip: str) -> None:
 
 
 def test_ports_are_published_on_loopback_only() -> None:
-    # The webserver and Prometheus have no login; remote access goes through a tunnel or an authenticating proxy.
+    # Prometheus and Alertmanager have no login; remote access goes through a tunnel (README "Remote access").
     published = {name: s.get("ports", []) for name, s in SERVICES.items() if s.get("ports")}
-    assert "webserver" in published
+    assert "front" in published
     for name, ports in published.items():
         for port in ports:
             assert published_host_ip(port) == "127.0.0.1", f"{name} publishes {port} beyond localhost"
@@ -288,7 +292,7 @@ def test_run_launcher_network_and_env_passthrough_match_the_daemon() -> None:
     instance_config = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())
     launcher = instance_config["run_launcher"]
     assert launcher["class"] == "DockerRunLauncher"
-    assert launcher["config"]["network"] == COMPOSE["networks"]["orchestration"]["name"]
+    assert launcher["config"]["network"] == COMPOSE["networks"]["runs"]["name"]
     assert launcher["config"]["container_kwargs"]["auto_remove"] is True
     daemon_environment = SERVICES["daemon"]["environment"]
     missing = [name for name in launcher["config"]["env_vars"] if "=" not in name and name not in daemon_environment]
@@ -321,9 +325,17 @@ def test_run_containers_mount_the_compose_volumes_by_their_fixed_names() -> None
         assert compute_log_dir in (REPO_ROOT / "deploy" / dockerfile).read_text()
 
 
+def webserver_port() -> str:
+    command = SERVICES["webserver"]["command"]
+    return command[command.index("-p") + 1]
+
+
 def test_manual_triggers_reach_the_webserver_by_its_service_name() -> None:
+    """Inside the compose networks, not through the front: the control API's GraphQL launches need no login and
+    send no Origin."""
     url = SERVICES["api"]["environment"]["DAGSTER_WEBSERVER_URL"]
-    assert url == f"http://webserver:{SERVICES['webserver']['command'][SERVICES['webserver']['command'].index('-p') + 1]}"
+    assert url == f"http://webserver:{webserver_port()}"
+    assert "webserver" in network_peers(SERVICES, "api")
 
 
 def test_the_api_pings_the_code_servers_of_the_workspace() -> None:
@@ -376,3 +388,84 @@ def test_no_healthcheck_uses_start_interval() -> None:
     require Docker Engine v25 or later"), and the reference engine is Debian 12's docker.io 20.10: every `up` would
     fail. Tried for a faster `up` and withdrawn before it landed."""
     assert not [name for name, service in SERVICES.items() if "start_interval" in service.get("healthcheck", {})]
+
+
+@pytest.mark.parametrize(
+    ("services", "name", "peers"),
+    [
+        ({"a": {"networks": ["x"]}, "b": {"networks": ["x", "y"]}, "c": {"networks": ["y"]}}, "a", {"b"}),
+        ({"a": {"networks": ["x"]}, "b": {"networks": ["x", "y"]}, "c": {"networks": ["y"]}}, "b", {"a", "c"}),
+        ({"a": {"networks": {"x": {"aliases": ["z"]}}}, "b": {"networks": ["x"]}}, "a", {"b"}),
+        ({"a": {}, "b": {}, "c": {"networks": ["x"]}}, "a", {"b"}),  # no networks: compose's `default`
+        ({"a": {"networks": []}, "b": {}}, "a", set()),  # an empty list joins nothing
+    ],
+)
+def test_network_peers(services: dict, name: str, peers: set[str]) -> None:
+    assert network_peers(services, name) == peers
+
+
+def test_every_service_names_its_networks() -> None:
+    """No service lands on compose's `default` network, which would join it to every other such service."""
+    assert [name for name, service in SERVICES.items() if "networks" not in service] == []
+    assert "default" not in network_members(SERVICES)
+
+
+def test_the_webserver_is_reached_only_through_the_front() -> None:
+    """The stock webserver has no login and runs a GET mutation from any page (deploy/front/nginx.conf.template):
+    it publishes no port, and the front, which publishes the UI's address on loopback, is its only peer on the
+    `ui` network. The front passes requests to the webserver's port."""
+    assert not SERVICES["webserver"].get("ports"), "the webserver publishes a port: the UI bypasses the front"
+    front = SERVICES["front"]
+    assert front["ports"] == ["127.0.0.1:3000:3000"]
+    assert front["build"] == {"context": "deploy/front", "dockerfile": "../Dockerfile.front"}
+    assert network_peers(SERVICES, "front") == {"webserver"}
+    assert network_members(SERVICES)["ui"] == {"front", "webserver"}
+    assert front["environment"]["FRONT_UPSTREAM"] == f"webserver:{webserver_port()}"
+    # The login comes from .env and is required; the address the front accepts is the one the API's run links use.
+    assert front["environment"]["FRONT_USER"] == "${FRONT_USER:?set FRONT_USER in .env}"
+    assert front["environment"]["FRONT_PASSWORD"] == "${FRONT_PASSWORD:?set FRONT_PASSWORD in .env}"
+    assert interpolate(front["environment"]["FRONT_PUBLIC_ORIGIN"], {}) == "http://127.0.0.1:3000"
+    assert interpolate(SERVICES["daemon"]["environment"]["DAGSTER_UI_URL"], {}) == "http://127.0.0.1:3000"
+    assert env_example()["FRONT_PUBLIC_ORIGIN"] == env_example()["DAGSTER_UI_URL"]
+
+
+def test_alertmanager_shares_a_network_with_prometheus_only() -> None:
+    """Its API (no login) takes alerts and silences: only Prometheus posts to it (deploy/prometheus/prometheus.yml);
+    people use the loopback port."""
+    assert network_peers(SERVICES, "alertmanager") == {"prometheus"}
+
+
+def test_code_servers_share_networks_only_with_their_clients() -> None:
+    """The gRPC port runs whatever a caller asks of the code location. Callers: the webserver and the daemon, and
+    the control API's liveness ping (/health, /metrics: CODE_SERVER_ADDRESSES). Postgres is on their network for the
+    code servers' own storage use. Run containers load code from their image and never call a code server."""
+    for name in ("code-racing", "code-maintenance"):
+        peers = network_peers(SERVICES, name)
+        assert peers - {"code-racing", "code-maintenance"} == {"webserver", "daemon", "api", "postgres"}, (name, peers)
+
+
+def test_run_containers_join_a_network_holding_postgres_only() -> None:
+    """Run containers join the network deploy/dagster.yaml names; they need Postgres (and the internet), and reach no
+    code server, webserver or API from it."""
+    members = network_members(SERVICES)
+    assert members["runs"] == {"postgres"}
+    assert not COMPOSE["networks"]["runs"].get("internal"), "runs call the TAB API and the alert webhook"
+
+
+def test_each_service_reaches_what_it_calls() -> None:
+    """Who calls whom over the networks: the split keeps every call of the single network it replaced."""
+    calls = {
+        "migrate": {"postgres"}, "code-racing": {"postgres"}, "code-maintenance": {"postgres"},
+        "webserver": {"postgres", "code-racing", "code-maintenance"},
+        "daemon": {"postgres", "code-racing", "code-maintenance"},
+        "api": {"postgres", "webserver", "code-racing", "code-maintenance"},
+        "prometheus": {"api", "alertmanager"}, "grafana": {"prometheus"}, "front": {"webserver"},
+    }
+    for caller, callees in calls.items():
+        assert callees <= network_peers(SERVICES, caller), (caller, callees - network_peers(SERVICES, caller))
+
+
+def test_service_networks_reads_both_syntaxes() -> None:
+    assert service_networks({"networks": ["a", "b"]}) == {"a", "b"}
+    assert service_networks({"networks": {"a": None}}) == {"a"}
+    assert service_networks({}) == {"default"}
