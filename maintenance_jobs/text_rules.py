@@ -1,28 +1,33 @@
 """What text a task may hold where it is shown: names and labels reach run tags, the UI and CLI tables.
 
-Control characters (C0, DEL, C1), line and paragraph separators and the bidirectional formatting characters
-(which reorder what a terminal or browser shows, e.g. to make `exe.txt` read as `txt.exe`) are refused.
+Control characters (C0, DEL, C1), line and paragraph separators, the bidirectional formatting characters (which
+reorder what a terminal or browser shows, e.g. to make `exe.txt` read as `txt.exe`) and invisible characters are
+refused. Invisible ones make two labels that look the same differ (`ops` and `o<U+200B>ps` filter differently) and can
+carry hidden text: the zero-width space, joiners, the word joiner and invisible operators (U+200B-U+200D,
+U+2060-U+2064), the byte order mark (U+FEFF) and the tag characters (U+E0000-U+E007F, which spell ASCII invisibly).
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 and C1 controls, DEL, U+2028/U+2029, and the bidi embeddings, overrides, isolates and marks.
-_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+# C0 and C1 controls, DEL, U+2028/U+2029, the bidi embeddings, overrides, isolates and marks, and the invisible
+# characters above.
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
+                         "\u200b-\u200d\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
 
 
 def unshowable_character(value: str) -> str | None:
-    """The first control or bidi formatting character of `value` as `U+XXXX`, or None."""
+    """The first control, bidi formatting or invisible character of `value` as `U+XXXX`, or None."""
     found = _UNSHOWABLE.search(value)
     return f"U+{ord(found.group()):04X}" if found else None
 
 
 def check_label(value: str) -> str:
-    """`value`, or ValueError naming the first control or bidi formatting character in it."""
+    """`value`, or ValueError naming the first control, bidi formatting or invisible character in it."""
     bad = unshowable_character(value)
     if bad is not None:
-        raise ValueError(f"must not contain control or bidirectional formatting characters (found {bad})")
+        raise ValueError(f"must not contain control, bidirectional formatting or invisible characters (found {bad})")
     return value
 
 
