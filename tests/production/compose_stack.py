@@ -8,10 +8,11 @@ webhook receiver and shorter Prometheus/Alertmanager timings). `down()` removes 
 made, run containers included; built images are kept so the next run reuses them.
 
 Two deployments can run side by side on one engine (the suite runs the alert path beside the live production test):
-one keeps the production names (project, network and volumes `racing-orchestration…`, ports 3000 and 8090), the other
-gets a project name of its own, and a generated override gives its network, named volumes and published ports other
-names, and mounts a copy of deploy/dagster.yaml whose run launcher uses them. Image builds and the engine itself are
-shared between the workers (a lock around the builds; the engine stops when its last user is done).
+one keeps the production names (project, run network and volumes `racing-orchestration…`, ports 3000 and 8090), the
+other gets a project name of its own, and a generated override gives its run network, named volumes and published ports
+other names, and mounts a copy of deploy/dagster.yaml whose run launcher uses them. Image builds and the engine itself
+are shared between the workers (a lock around the builds; the engine stops when its last user is done). The Dagster UI
+is reached as people reach it, through the front, with a login made for the test process (FRONT_LOGIN).
 """
 
 from __future__ import annotations
@@ -39,17 +40,30 @@ STANDIN_SCRIPT = HERE / "standins" / "build_standin_images.sh"
 PROJECT = "racing-orchestration"  # the compose file's `name:`
 # What the live test runs: everything but Prometheus and Grafana (no stand-in images; their files are tested
 # statically in tests/deploy), plus the override's simulated feed.
-SERVICES = ("postgres", "migrate", "code-racing", "code-maintenance", "webserver", "daemon", "api", "tab-sim")
-LONG_RUNNING = ("postgres", "code-racing", "code-maintenance", "webserver", "daemon", "api", "tab-sim")
+SERVICES = ("postgres", "migrate", "code-racing", "code-maintenance", "webserver", "daemon", "api", "front", "tab-sim")
+LONG_RUNNING = ("postgres", "code-racing", "code-maintenance", "webserver", "daemon", "api", "front", "tab-sim")
+# The project's images: name -> (Dockerfile, build context), as docker-compose.yml builds them.
 IMAGES = {
-    "racing-orchestration/user-code": "deploy/Dockerfile.user_code",
-    "racing-orchestration/dagster": "deploy/Dockerfile.dagster",
+    "racing-orchestration/user-code": ("deploy/Dockerfile.user_code", "."),
+    "racing-orchestration/dagster": ("deploy/Dockerfile.dagster", "."),
+    "racing-orchestration/front": ("deploy/Dockerfile.front", "deploy/front"),
 }
 IMAGE_USER_ID = 10001  # the `dagster` user of both images
 # Published ports of docker-compose.yml and the test overrides: service -> (host port, container port).
-PUBLISHED_PORTS = {"webserver": (3000, 3000), "api": (8090, 8090), "prometheus": (9090, 9090),
+PUBLISHED_PORTS = {"front": (3000, 3000), "api": (8090, 8090), "prometheus": (9090, 9090),
                    "alertmanager": (9093, 9093), "grafana": (3001, 3000), "webhook-receiver": (8099, 8099)}
-DAGSTER_URL = "http://127.0.0.1:3000"  # the production project's
+# The Dagster UI's login at the front (FRONT_USER/FRONT_PASSWORD of the generated env file): one per test process.
+FRONT_LOGIN = ("live-test", secrets.token_hex(16))
+
+
+def with_login(url: str) -> str:
+    """`url` with the front's login in it, which httpx sends as basic auth (Host stays the address's own)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{FRONT_LOGIN[0]}:{FRONT_LOGIN[1]}@{rest}"
+
+
+DAGSTER_UI_URL = "http://127.0.0.1:3000"  # the production project's UI, as people open it (through the front)
+DAGSTER_URL = with_login(DAGSTER_UI_URL)  # the same for the tests' GraphQL clients
 API_URL = "http://127.0.0.1:8090"
 # Services that read $DAGSTER_HOME/dagster.yaml: both images' (a run container gets its instance from the launcher).
 INSTANCE_SERVICES = ("migrate", "code-racing", "code-maintenance", "webserver", "daemon", "api")
@@ -110,7 +124,7 @@ def beside_override(project: str, host_ports: Mapping[str, int], instance_yaml: 
             lines.append(f'    ports: !override ["127.0.0.1:{host_ports[service]}:{inside}"]')
         if service in INSTANCE_SERVICES:
             lines.append(f'    volumes: ["{instance_yaml}:{INSTANCE_YAML}:ro"]')
-    lines += ["networks:", "  orchestration:", f"    name: {project}", "volumes:"]
+    lines += ["networks:", "  runs:", f"    name: {project}", "volumes:"]
     lines += [f"  {volume}:\n    name: {project}-{volume}" for volume in NAMED_VOLUMES]
     return "\n".join(lines) + "\n"
 
@@ -171,7 +185,7 @@ class ComposeStack:
 
     @property
     def network(self) -> str:
-        """The compose network (named after the project), which run containers join too."""
+        """The run network (named after the project): run containers, Postgres and the test feed."""
         return self.project
 
     def url(self, service: str) -> str:
@@ -179,8 +193,14 @@ class ComposeStack:
         return f"http://127.0.0.1:{self.host_ports.get(service, PUBLISHED_PORTS[service][0])}"
 
     @property
+    def ui_url(self) -> str:
+        """The Dagster UI as people open it: the front's address (its FRONT_PUBLIC_ORIGIN)."""
+        return self.url("front")
+
+    @property
     def dagster_url(self) -> str:
-        return self.url("webserver")
+        """The UI's address with the front's login, for the tests' GraphQL clients."""
+        return with_login(self.ui_url)
 
     @property
     def api_url(self) -> str:
@@ -192,9 +212,9 @@ class ComposeStack:
         worker builds at a time: the others then find every layer built."""
         with machine_lock("image-builds"):
             timed("standin images", self.timings, lambda: self._run(["bash", str(STANDIN_SCRIPT)], timeout=900))
-            for name, dockerfile in IMAGES.items():
-                timed(f"build {name}", self.timings, lambda n=name, d=dockerfile: self._run(
-                    ["docker", "build", "-q", "-f", d, "-t", f"{n}:{self.image_tag}", "."],
+            for name, (dockerfile, context) in IMAGES.items():
+                timed(f"build {name}", self.timings, lambda n=name, d=dockerfile, c=context: self._run(
+                    ["docker", "build", "-q", "-f", d, "-t", f"{n}:{self.image_tag}", c],
                     env={"DOCKER_BUILDKIT": "0"}, timeout=1200))
 
     def tag_images(self, new_tag: str) -> None:
@@ -224,7 +244,10 @@ class ComposeStack:
             "BACKUP_SOURCES_DIR": str(self.backup_sources),
             "BACKUPS_DIR": str(self.backups),
             "EXPORTS_DIR": str(self.exports),
-            "DAGSTER_UI_URL": self.dagster_url,
+            "DAGSTER_UI_URL": self.ui_url,
+            "FRONT_USER": FRONT_LOGIN[0],
+            "FRONT_PASSWORD": FRONT_LOGIN[1],
+            "FRONT_PUBLIC_ORIGIN": self.ui_url,
             "SIM_ARGS": " ".join(self.sim_args),
             **self.extra_env,
         }

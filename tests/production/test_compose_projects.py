@@ -21,7 +21,7 @@ from tests.production.compose_stack import (
 pytestmark = pytest.mark.unit
 
 BESIDE = "racing-orchestration-beside"
-PORTS = {"webserver": 3100, "api": 8190, "prometheus": 9190}
+PORTS = {"front": 3100, "api": 8190, "prometheus": 9190}
 
 
 def test_the_instance_of_a_project_beside_launches_runs_on_its_network_and_volumes() -> None:
@@ -58,11 +58,12 @@ def test_a_project_beside_has_its_own_ports_network_and_volumes(tmp_path) -> Non
     assert config["name"] == BESIDE  # `-p`: the compose file's own `name:` is the production one
     services = config["services"]
     # Replaced, not added to: the production ports are not published by this project.
-    assert published(services["webserver"]) == [("127.0.0.1", 3100)]
+    assert published(services["front"]) == [("127.0.0.1", 3100)]
+    assert not published(services["webserver"])
     assert published(services["api"]) == [("127.0.0.1", 8190)]
     assert published(services["prometheus"]) == [("127.0.0.1", 9190)]
     assert published(services["alertmanager"]) == [("127.0.0.1", 9093)]  # not asked for: unchanged
-    assert config["networks"]["orchestration"]["name"] == BESIDE
+    assert config["networks"]["runs"]["name"] == BESIDE
     assert {name: config["volumes"][name]["name"] for name in NAMED_VOLUMES} == {
         name: f"{BESIDE}-{name}" for name in NAMED_VOLUMES}
     for name in ("migrate", "code-racing", "code-maintenance", "webserver", "daemon", "api"):
@@ -70,20 +71,22 @@ def test_a_project_beside_has_its_own_ports_network_and_volumes(tmp_path) -> Non
         assert mounts[INSTANCE_YAML] == str(tmp_path / "instance" / "dagster.yaml"), name
     assert yaml.safe_load((tmp_path / "instance" / "dagster.yaml").read_text())["run_launcher"]["config"][
         "network"] == BESIDE
-    assert stack.dagster_url == "http://127.0.0.1:3100" and stack.api_url == "http://127.0.0.1:8190"
+    assert stack.ui_url == "http://127.0.0.1:3100" and stack.api_url == "http://127.0.0.1:8190"
+    assert stack.dagster_url.endswith("@127.0.0.1:3100")  # the front's login for the tests' clients
 
 
 def test_the_production_named_project_is_the_compose_file_unchanged(tmp_path) -> None:
     stack = ComposeStack(work_dir=tmp_path)
     config = resolved(stack)
     assert config["name"] == PROJECT
-    assert published(config["services"]["webserver"]) == [("127.0.0.1", 3000)]
+    assert published(config["services"]["front"]) == [("127.0.0.1", 3000)]
+    assert not published(config["services"]["webserver"])
     assert published(config["services"]["api"]) == [("127.0.0.1", 8090)]
-    assert config["networks"]["orchestration"]["name"] == PROJECT
+    assert config["networks"]["runs"]["name"] == PROJECT
     assert INSTANCE_YAML not in {m["target"] for m in config["services"]["daemon"].get("volumes", [])}
-    assert (stack.dagster_url, stack.api_url) == ("http://127.0.0.1:3000", "http://127.0.0.1:8090")
+    assert (stack.ui_url, stack.api_url) == ("http://127.0.0.1:3000", "http://127.0.0.1:8090")
 
 
 def test_the_production_named_project_publishes_only_the_production_ports(tmp_path) -> None:
     with pytest.raises(ValueError, match="production ports"):
-        ComposeStack(work_dir=tmp_path, host_ports={"webserver": 3100})
+        ComposeStack(work_dir=tmp_path, host_ports={"front": 3100})

@@ -56,6 +56,7 @@ from tests.production.compose_stack import (
     ComposeStack,
     REPO_ROOT,
     in_background,
+    with_login,
 )
 from tests.production.docker_engine import engine_for_test, machine_lock
 from tests.production.test_live_production import finished, graphql
@@ -69,8 +70,8 @@ ALERT_LONG_RUNNING = (*LONG_RUNNING, "alertmanager", "prometheus", "webhook-rece
 # A compose project of its own, beside the live production test's production-named deployment on the same engine
 # (the suite runs the two side by side): its network, volumes and published ports are its own.
 ALERT_PROJECT = "racing-orchestration-alerts"
-ALERT_PORTS = {"webserver": 3100, "api": 8190, "prometheus": 9190, "alertmanager": 9193, "webhook-receiver": 8199}
-DAGSTER_URL = f"http://127.0.0.1:{ALERT_PORTS['webserver']}"
+ALERT_PORTS = {"front": 3100, "api": 8190, "prometheus": 9190, "alertmanager": 9193, "webhook-receiver": 8199}
+DAGSTER_URL = with_login(f"http://127.0.0.1:{ALERT_PORTS['front']}")
 API_URL = f"http://127.0.0.1:{ALERT_PORTS['api']}"
 RECEIVER_URL = f"http://127.0.0.1:{ALERT_PORTS['webhook-receiver']}"
 PROMETHEUS_URL = f"http://127.0.0.1:{ALERT_PORTS['prometheus']}"

@@ -12,6 +12,7 @@ skips; elsewhere, with no Docker engine and no way to start one, it is reported 
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import shutil
@@ -27,8 +28,8 @@ import pytest
 
 from tests.browser import dismiss_onboarding, launch, needs_chromium
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
-from tests.production.compose_stack import (API_URL, DAGSTER_URL, LONG_RUNNING, NAMED_VOLUMES, PROJECT, REPO_ROOT,
-                                            ComposeStack, join_background)
+from tests.production.compose_stack import (API_URL, DAGSTER_UI_URL, DAGSTER_URL, FRONT_LOGIN, LONG_RUNNING,
+                                            NAMED_VOLUMES, PROJECT, REPO_ROOT, ComposeStack, join_background)
 from tests.production.docker_engine import engine_for_test, machine_lock
 from tests.production.retry_chains import chain_report, create_retry_tasks, install_test_plugins, wait_settled
 
@@ -153,6 +154,36 @@ def test_graphql_launched_morning_scrape_runs_in_its_own_container_and_stores_th
     wait_for("the run container to be removed", lambda: stack.container_of_run(scrape_run_id) is None, 60, 1)
     [[meetings, races]] = stack.psql("racing", "SELECT (SELECT count(*) FROM meetings), (SELECT count(*) FROM races)")
     assert int(meetings) >= 1 and int(races) >= 3
+
+
+def test_the_ui_is_served_only_through_the_front(stack: ComposeStack) -> None:
+    """The webserver publishes nothing; at the UI's address the front (deploy/front/nginx.conf.template) refuses
+    what a page the operator opens could send, and passes the UI's own requests: a JSON POST and the graphql-ws
+    websocket of its live views, answered by the real webserver."""
+    from websockets.sync.client import connect
+
+    publishers = stack.states()["webserver"].get("Publishers") or []
+    assert not [p for p in publishers if p.get("PublishedPort")], publishers
+    url, mutation, query = f"{DAGSTER_UI_URL}/graphql", {"query": "mutation { setNuxSeen }"}, {"query": "{ version }"}
+    refused = {
+        "GET mutation": httpx.get(url, params=mutation, auth=FRONT_LOGIN, timeout=30),
+        "text/plain": httpx.post(url, content=json.dumps(mutation), headers={"Content-Type": "text/plain"},
+                                 auth=FRONT_LOGIN, timeout=30),
+        "foreign Origin": httpx.post(url, json=mutation, headers={"Origin": "http://evil.example"},
+                                     auth=FRONT_LOGIN, timeout=30),
+        "rebound Host": httpx.post(url, json=mutation, headers={"Host": "rebind.evil.example:3000"},
+                                   auth=FRONT_LOGIN, timeout=30),
+        "no login": httpx.post(url, json=query, timeout=30),
+    }
+    assert {name: answer.status_code for name, answer in refused.items()} == {
+        "GET mutation": 405, "text/plain": 415, "foreign Origin": 403, "rebound Host": 421, "no login": 401}
+    answer = httpx.post(url, json=query, headers={"Origin": DAGSTER_UI_URL}, auth=FRONT_LOGIN, timeout=30)
+    assert answer.status_code == 200 and answer.json()["data"]["version"], answer.text
+    login = "Basic " + base64.b64encode(":".join(FRONT_LOGIN).encode()).decode()
+    with connect(url.replace("http://", "ws://"), subprotocols=["graphql-ws"], origin=DAGSTER_UI_URL,
+                 additional_headers={"Authorization": login}, open_timeout=30) as websocket:
+        websocket.send(json.dumps({"type": "connection_init", "payload": {}}))
+        assert json.loads(websocket.recv(timeout=30))["type"] == "connection_ack"
 
 
 def sim_root(stack: ComposeStack) -> str:
@@ -288,8 +319,8 @@ def test_task_triggered_through_the_control_api_succeeds_in_its_own_container(
     assert tags["docker/container_id"] and tags["maintenance/triggered_by"] == "manual"
     execution = wait_for_execution(stack, "live_manual")
     assert (execution["run_id"], execution["status"]) == (triggered_run_id, "success")
-    assert execution["dagster_url"] == f"{DAGSTER_URL}/runs/{triggered_run_id}"
-    page = httpx.get(execution["dagster_url"], timeout=30)
+    assert execution["dagster_url"] == f"{DAGSTER_UI_URL}/runs/{triggered_run_id}"
+    page = httpx.get(execution["dagster_url"], auth=FRONT_LOGIN, timeout=30)
     assert page.status_code == 200 and "<html" in page.text.lower()
 
 
@@ -319,7 +350,7 @@ def due_task(stack: ComposeStack) -> str:
 def test_dispatcher_runs_a_due_task_in_its_own_container(stack: ComposeStack, due_task: str) -> None:
     execution = wait_for_execution(stack, due_task)
     assert (execution["status"], execution["triggered_by"]) == ("success", "scheduler"), execution
-    assert httpx.get(execution["dagster_url"], timeout=30).status_code == 200
+    assert httpx.get(execution["dagster_url"], auth=FRONT_LOGIN, timeout=30).status_code == 200
     [run] = graphql_runs(DAGSTER_URL, {"runIds": [execution["run_id"]]})
     assert tags_of(run)["docker/container_id"]
 
@@ -367,8 +398,11 @@ def test_the_ui_through_the_published_port_shows_a_run_page_with_its_logs(trigge
     dismiss_onboarding(DAGSTER_URL)
     with sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{DAGSTER_URL}/runs/{triggered_run_id}", wait_until="networkidle")
+        # The login the front asks for, as an operator's browser gives it; its requests and the websocket of the
+        # live log view carry the page's own Host and Origin.
+        page = browser.new_page(viewport={"width": 1400, "height": 900},
+                                http_credentials={"username": FRONT_LOGIN[0], "password": FRONT_LOGIN[1]})
+        page.goto(f"{DAGSTER_UI_URL}/runs/{triggered_run_id}", wait_until="networkidle")
         # Up to 2 minutes: beside the rest of the suite on 2 cores the UI once took more than 1 to show the log lines.
         try:
             page.get_by_text("hello from the production test").first.wait_for(timeout=120_000)
@@ -506,7 +540,8 @@ def test_teardown_leaves_no_container_network_or_volume(stack: ComposeStack) -> 
     listed = {
         "containers": ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
         "run containers": ["docker", "ps", "-aq", "--filter", "label=dagster/run_id", "--filter", f"network={PROJECT}"],
-        "networks": ["docker", "network", "ls", "-q", "--filter", f"name=^{PROJECT}$"],
+        # The run network (its fixed name) and the purpose networks compose names `<project>_<key>`.
+        "networks": ["docker", "network", "ls", "-q", "--filter", f"name=^{PROJECT}(_[a-z]+)?$"],
         "volumes": ["docker", "volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={PROJECT}"],
     }
     left = {what: subprocess.run(cmd, capture_output=True, text=True).stdout.split() for what, cmd in listed.items()}
