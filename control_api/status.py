@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -15,7 +16,7 @@ from concurrent.futures import Future
 
 import dagster as dg
 import sqlalchemy as sa
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from control_api import schedulers
 from control_api.config import SCHEDULING_DAEMONS
@@ -47,7 +48,22 @@ class Stats(BaseModel):
 
 class RefusedTask(BaseModel):
     task_name: str
-    problem: str
+    problem: str = Field(description="the config field at fault, never its value (the authenticated /tasks says why)")
+
+
+# A field path as the validators name it (`config.sources.0.path`). A config's own keys can appear in one (an unknown
+# key), so a path that is not plain identifiers is shown as `config` alone.
+_PUBLIC_FIELD = re.compile(r"[A-Za-z0-9_]{1,64}(?:\.[A-Za-z0-9_]{1,64}){0,7}")
+
+
+def public_problem(problem: str) -> str:
+    """What the public /health says of a refused task: the field at fault, not the message. The message quotes the
+    config (a backup path, an upstream URL and its host, the roots and hosts the settings allow), which anonymous
+    clients must not read."""
+    field = problem.split(": ", 1)[0]
+    if not _PUBLIC_FIELD.fullmatch(field):
+        field = "config"
+    return f"{field}: refused by the current settings (the authenticated task view says why)"
 
 
 class Health(BaseModel):
@@ -201,7 +217,8 @@ def _outcome(future: Future, deadline: float, what: str, seconds: float) -> tupl
 
 
 def refused_tasks(registry: sa.Engine) -> list[RefusedTask]:
-    """The enabled tasks this process's settings refuse (one registry read; it doubles as the registry probe)."""
+    """The enabled tasks this process's settings refuse, each with its public problem (one registry read; it doubles
+    as the registry probe)."""
     try:
         tasks = list_tasks(registry, enabled=True)
     except sa.exc.ProgrammingError:  # reachable, not migrated yet (the API can start before `migrate`)
@@ -210,7 +227,7 @@ def refused_tasks(registry: sa.Engine) -> list[RefusedTask]:
     for task in tasks:
         problem = config_problem(task)
         if problem is not None:
-            refused.append(RefusedTask(task_name=task.task_name, problem=problem))
+            refused.append(RefusedTask(task_name=task.task_name, problem=public_problem(problem)))
     return refused
 
 
