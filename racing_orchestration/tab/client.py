@@ -7,9 +7,10 @@ import email.utils
 import json
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import dagster as dg
 import httpx
@@ -18,10 +19,12 @@ from pydantic import PrivateAttr
 from racing_orchestration.tab.models import (
     Event,
     Meeting,
+    MeetingsPage,
     TabPayloadError,
     parse_event_response,
-    parse_meetings_response,
+    read_meetings,
 )
+from racing_orchestration.tab.showable import showable
 
 DEFAULT_BASE_URL = "https://api.tab.co.nz/affiliates/v1/racing"
 DEFAULT_USER_AGENT = f"racing-orchestration/0.1 python-httpx/{httpx.__version__}"
@@ -32,7 +35,8 @@ class TabApiError(RuntimeError):
     """A non-transient HTTP error (4xx such as 404): retrying will not help."""
 
     def __init__(self, message: str, status_code: int | None = None) -> None:
-        super().__init__(message)
+        # Messages quote the response (the API's error text) and the request path: shown escaped, never raw.
+        super().__init__(showable(message, 1000))
         self.status_code = status_code
 
 
@@ -55,6 +59,23 @@ class ApiCall:
     # transient problems it recovered from ("recovered after HTTP 503; HTTP 429"), so the audit shows every fault.
     error: str | None
     started_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    # Meetings or races of an ok response left out because they could not be stored (models.read_meetings), with
+    # the reason of each; they are named in `error` too.
+    refused: tuple[str, ...] = ()
+
+
+class _Answer(NamedTuple):
+    status_code: int
+    headers: httpx.Headers
+    body: bytes
+
+
+class _Deadline(Exception):
+    """The attempt passed its deadline while reading the response."""
+
+
+class _TooLarge(Exception):
+    """The response body is over the byte cap (announced, or read so far)."""
 
 
 def retry_after_seconds(header: str | None, cap: float) -> float | None:
@@ -86,6 +107,13 @@ class TabClient(dg.ConfigurableResource):
     retry_backoff_seconds: float = 0.5
     retry_after_cap_seconds: float = 10.0
     page_limit: int = 100
+
+    # Real answers are under 1 MiB (a whole day's meetings, every country: ~0.9 MiB). 16 MiB leaves room for a much
+    # larger day and stays far below a run's memory; a body announced or growing beyond it is refused unread.
+    MAX_RESPONSE_BYTES: ClassVar[int] = 16 * 1024 * 1024
+    # httpx's timeouts are per socket operation: a server sending a byte now and then holds a request forever. Each
+    # attempt therefore has a total deadline of this many times `timeout_seconds` (connect, headers and body).
+    ATTEMPT_DEADLINE_FACTOR: ClassVar[float] = 2.0
 
     _http: httpx.Client | None = PrivateAttr(default=None)
     _transport: httpx.BaseTransport | None = PrivateAttr(default=None)
@@ -171,22 +199,51 @@ class TabClient(dg.ConfigurableResource):
                 "limit": self.page_limit,
                 "offset": page * self.page_limit,
             }
-            batch = self._get("/meetings", "/meetings", params, parse_meetings_response)
-            fresh = [m for m in batch if m.meeting_id not in meetings]
+            batch: MeetingsPage = self._get("/meetings", "/meetings", params, read_meetings)
+            fresh = [m for m in batch.meetings if m.meeting_id not in meetings]
             meetings.update((m.meeting_id, m) for m in fresh)
-            if len(batch) < self.page_limit or not fresh:
+            if batch.listed < self.page_limit or not (fresh or batch.refused):
                 return list(meetings.values())
         raise TabPayloadError("/meetings", f"still more pages after {MAX_PAGES} pages of {self.page_limit}")
 
     def get_meeting(self, meeting_id: str) -> Meeting:
-        meetings = self._get(f"/meetings/{meeting_id}", "/meetings/{id}", {}, parse_meetings_response)
-        if len(meetings) != 1:
-            raise TabPayloadError("/meetings/{id}", f"expected 1 meeting for {meeting_id}, got {len(meetings)}")
-        return meetings[0]
+        page = self._get(f"/meetings/{_segment(meeting_id)}", "/meetings/{id}", {}, read_meetings)
+        if len(page.meetings) != 1 or page.refused:
+            raise TabPayloadError("/meetings/{id}", f"expected 1 meeting for {meeting_id}, got {len(page.meetings)}"
+                                  + (f" ({page.refused[0]})" if page.refused else ""))
+        return page.meetings[0]
 
     def get_event(self, race_id: str) -> Event:
         """One race with its runners, odds, results and dividends."""
-        return self._get(f"/events/{race_id}", "/events/{id}", {}, parse_event_response)
+        return self._get(f"/events/{_segment(race_id)}", "/events/{id}", {}, parse_event_response)
+
+    def _fetch(self, path: str, params: dict[str, Any]) -> _Answer:
+        """One attempt, ended by its deadline whatever the server does.
+
+        The request runs in a worker thread that streams the body, checking the byte cap and the deadline at every
+        chunk; this thread waits for it until the deadline. A server that drips its headers keeps the worker (and its
+        connection) until a byte comes later than `timeout_seconds` or the client closes, but never the caller."""
+        client = self._client()
+        budget = self.timeout_seconds * self.ATTEMPT_DEADLINE_FACTOR
+        deadline = time.monotonic() + budget
+        given_up = threading.Event()
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["answer"] = _read(client, path, params, deadline, given_up, self.MAX_RESPONSE_BYTES)
+            except BaseException as exc:  # noqa: BLE001 (handed to the waiting thread)
+                box["error"] = exc
+
+        worker = threading.Thread(target=work, name="tab-request", daemon=True)
+        worker.start()
+        worker.join(max(0.0, deadline - time.monotonic()) + 0.05)
+        if worker.is_alive():
+            given_up.set()
+            raise _Deadline()
+        if "error" in box:
+            raise box["error"]
+        return box["answer"]
 
     def _get(self, path: str, endpoint: str, params: dict[str, Any], parse: Any) -> Any:
         started_at = dt.datetime.now(dt.UTC)
@@ -194,11 +251,13 @@ class TabClient(dg.ConfigurableResource):
         status_code: int | None = None
         attempts = 0
 
-        def record(outcome: Literal["ok", "empty", "error"], items: int = 0, error: str | None = None) -> None:
+        def record(outcome: Literal["ok", "empty", "error"], items: int = 0, error: str | None = None,
+                   refused: tuple[str, ...] = ()) -> None:
             duration_ms = (time.monotonic() - clock) * 1000
-            self._calls.append(
-                ApiCall(endpoint, dict(params), status_code, outcome, duration_ms, attempts, items, error, started_at)
-            )
+            # The reason reaches `scrapes.error` and the audit CLI: one showable line.
+            shown = showable(error, 2000) if error is not None else None
+            self._calls.append(ApiCall(endpoint, dict(params), status_code, outcome, duration_ms, attempts, items,
+                                       shown, started_at, refused))
 
         problem = ""
         problems: list[str] = []  # every transient problem of this call's attempts, kept on its audit row
@@ -209,10 +268,24 @@ class TabClient(dg.ConfigurableResource):
             attempts += 1
             wait = self.retry_backoff_seconds * 2 ** (attempts - 1)
             try:
-                response = self._client().get(path, params=params)
+                response = self._fetch(path, params)
+            except _Deadline:
+                status_code = None
+                problem = (f"no complete answer within {self.timeout_seconds * self.ATTEMPT_DEADLINE_FACTOR:g} s "
+                           f"({self.ATTEMPT_DEADLINE_FACTOR:g} x the {self.timeout_seconds:g} s timeout)")
+            except (_TooLarge, httpx.DecodingError) as exc:
+                # A bad payload, as one that is not JSON: recorded, not retried here.
+                if isinstance(exc, _TooLarge):
+                    status_code, what = exc.args[0], (f"response body over {self.MAX_RESPONSE_BYTES // 2**20} MiB "
+                                                      f"({exc.args[1]}): not read")
+                else:
+                    status_code, what = None, f"body cannot be decoded ({type(exc).__name__}: {exc})"
+                payload_error = TabPayloadError(endpoint, what)
+                record("error", error=str(payload_error) + earlier(problems))
+                raise payload_error from None
             except httpx.TimeoutException as exc:
                 status_code, problem = None, f"timeout after {self.timeout_seconds}s ({type(exc).__name__})"
-            except httpx.TransportError as exc:
+            except httpx.RequestError as exc:  # connection, protocol and other transport failures
                 status_code, problem = None, f"connection error ({type(exc).__name__}: {exc})"
             else:
                 status_code = response.status_code
@@ -222,18 +295,23 @@ class TabClient(dg.ConfigurableResource):
                         hinted = retry_after_seconds(response.headers.get("Retry-After"), self.retry_after_cap_seconds)
                         wait = wait if hinted is None else hinted
                 elif status_code >= 400:
-                    error = f"TAB {endpoint} {path}: HTTP {status_code} {_error_text(response)}".strip()
+                    error = showable(f"TAB {endpoint} {path}: HTTP {status_code} {_error_text(response.body)}".strip())
                     record("error", error=error + earlier(problems))
                     raise TabApiError(error, status_code)
                 else:
                     try:
-                        result = parse(_json(response, endpoint), endpoint)
+                        result = parse(_json(response.body, endpoint), endpoint)
                     except TabPayloadError as exc:
                         record("error", error=str(exc) + earlier(problems))
                         raise
-                    items = len(result) if isinstance(result, list) else 1
-                    note = f"recovered after {'; '.join(problems)}" if problems else None
-                    record("ok" if items else "empty", items=items, error=note)
+                    refused: tuple[str, ...] = getattr(result, "refused", ())
+                    items = len(result.meetings) if isinstance(result, MeetingsPage) else (
+                        len(result) if isinstance(result, list) else 1)
+                    notes = [f"recovered after {'; '.join(problems)}"] if problems else []
+                    if refused:
+                        notes.insert(0, f"refused {len(refused)} meeting(s)/race(s) that cannot be stored: "
+                                        + "; ".join(refused))
+                    record("ok" if items else "empty", items=items, error="; ".join(notes) or None, refused=refused)
                     return result
             problems.append(problem)
             if attempts < self.max_attempts:
@@ -243,17 +321,42 @@ class TabClient(dg.ConfigurableResource):
         raise TabTransientError(error, status_code)
 
 
-def _json(response: httpx.Response, endpoint: str) -> Any:
-    try:
-        return response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TabPayloadError(endpoint, f"body is not valid JSON ({exc}); starts {response.text[:80]!r}") from exc
+def _segment(value: str) -> str:
+    """An id as one path segment: percent-encoded, so no id (from TAB or a command line) changes the path or makes
+    an invalid URL."""
+    return urllib.parse.quote(value.encode("utf-8", "surrogatepass"), safe="")
 
 
-def _error_text(response: httpx.Response) -> str:
-    # The API's error envelope is {header: {error, error_code, ...}}; fall back to the raw body.
+def _read(client: httpx.Client, path: str, params: dict[str, Any], deadline: float, given_up: threading.Event,
+          cap: int) -> _Answer:
+    """GET `path` and read its body, refusing one announced or growing over `cap` bytes and stopping at `deadline`
+    (or once the waiting thread has given up)."""
+    with client.stream("GET", path, params=params) as response:
+        announced = response.headers.get("Content-Length", "")
+        if announced.strip().isdigit() and int(announced) > cap:
+            raise _TooLarge(response.status_code, f"announced {int(announced)} bytes")
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > cap:
+                raise _TooLarge(response.status_code, f"more than {cap} bytes read")
+            if given_up.is_set() or time.monotonic() > deadline:
+                raise _Deadline()
+        return _Answer(response.status_code, response.headers, bytes(body))
+
+
+def _json(body: bytes, endpoint: str) -> Any:
     try:
-        header = response.json().get("header") or {}
-        return str(header.get("error") or "")
-    except (ValueError, AttributeError):
-        return response.text[:120]
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        start = body[:80].decode("utf-8", "replace")
+        raise TabPayloadError(endpoint, f"body is not valid JSON ({exc}); starts {start!r}") from exc
+
+
+def _error_text(body: bytes) -> str:
+    # The API's error envelope is {header: {error, error_code, ...}}; fall back to the raw body. Shown escaped.
+    try:
+        header = json.loads(body).get("header") or {}
+        return showable(header.get("error") or "", 300)
+    except (ValueError, AttributeError, RecursionError):
+        return showable(body[:120].decode("utf-8", "replace"), 300)
