@@ -3,13 +3,10 @@
 import dagster as dg
 
 from maintenance_jobs.jobs import MAINTENANCE_JOBS
-from maintenance_jobs.resources import GiteaResource, MaintenanceRegistryResource
+from maintenance_jobs.resources import maintenance_resources
 from maintenance_jobs.sensors import MAINTENANCE_SENSORS
-from maintenance_jobs.settings import maintenance_settings
 from orchestration_core.audit.alerts import alert_webhook_from_env
 from orchestration_core.dagster_internals import configure_code_server
-
-settings = maintenance_settings()
 
 defs = dg.Definitions(
     jobs=MAINTENANCE_JOBS,
@@ -18,16 +15,7 @@ defs = dg.Definitions(
     schedules=[],
     sensors=MAINTENANCE_SENSORS,
     resources={
-        "maintenance_registry": MaintenanceRegistryResource(
-            database_url=dg.EnvVar("MAINTENANCE_DATABASE_URL"),
-            timezone=settings.timezone,
-            max_catchup_minutes=settings.max_catchup_minutes,
-        ),
-        "gitea": GiteaResource(
-            base_url=dg.EnvVar("GITEA_URL"),
-            token=dg.EnvVar("GITEA_TOKEN"),
-            work_dir=settings.work_dir,
-        ),
+        **maintenance_resources(),
         # The guard of runs lost to infrastructure reports through the same webhook as the failure alerts.
         "alert_webhook": alert_webhook_from_env(),
     },

@@ -27,6 +27,7 @@ from maintenance_jobs.executors.scrub import scrub
 from maintenance_jobs.resources import GiteaResource
 from maintenance_jobs.settings import MaintenanceSettings
 from maintenance_jobs.tags import MAX_TAG_CHARS, TAG_OUTPUT, TAG_TASK, TAG_TRIGGERED_BY
+from orchestration_core.run_config_rules import literal_config_schema
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND, Outcome, one_line, record_outcome
 
 # Job-level tag: even a run launched by hand from the UI counts against the limit of 5 maintenance runs.
@@ -85,7 +86,8 @@ def _every_failure_recorded(context: dg.OpExecutionContext, executor: str) -> It
         raise _fail(context, one_line(f"{executor} failed: {type(exc).__name__}: {exc}")) from exc
 
 
-@dg.op(description="Log a message, wait delay_seconds, return a message.", config_schema=ExampleConfig.to_config_schema())
+@dg.op(description="Log a message, wait delay_seconds, return a message.",
+       config_schema=literal_config_schema(ExampleConfig))
 def run_example_executor(context: dg.OpExecutionContext) -> str:
     _start(context)
     config = _config(context, ExampleConfig, "example_executor")
@@ -95,7 +97,7 @@ def run_example_executor(context: dg.OpExecutionContext) -> str:
 
 
 @dg.op(description="Mirror upstream docs into Gitea, tag a dated snapshot, write .SYNC_INFO.md.",
-       config_schema=DocSyncConfig.to_config_schema())
+       config_schema=literal_config_schema(DocSyncConfig))
 def run_doc_sync_executor(context: dg.OpExecutionContext, gitea: GiteaResource) -> str:
     _start(context)
     config = _config(context, DocSyncConfig, "doc_sync_executor")
@@ -128,7 +130,7 @@ def run_doc_sync_executor(context: dg.OpExecutionContext, gitea: GiteaResource) 
 
 
 @dg.op(description="Archive each source into backup_dir (atomically) and apply this task's retention.",
-       config_schema=ConfigBackupConfig.to_config_schema())
+       config_schema=literal_config_schema(ConfigBackupConfig))
 def run_config_backup_executor(context: dg.OpExecutionContext) -> str:
     _start(context)
     config = _config(context, ConfigBackupConfig, "config_backup_executor")
@@ -157,7 +159,7 @@ def run_config_backup_executor(context: dg.OpExecutionContext) -> str:
 
 
 @dg.op(description="Run a plug-in executor's `async execute(config, settings)`; its string is the output.",
-       config_schema=PluginRunConfig.to_config_schema())
+       config_schema=literal_config_schema(PluginRunConfig))
 def run_plugin_executor(context: dg.OpExecutionContext) -> str:
     _start(context)
     config = _config(context, PluginRunConfig, "plugin_executor")

@@ -33,7 +33,8 @@ from orchestration_core.run_outcome import (
     Outcome,
     outcome_of,
 )
-from orchestration_core.settings import platform_settings, racing_timezone
+from orchestration_core.run_config_rules import deployment_resource
+from orchestration_core.settings import racing_timezone
 
 DISABLED_REASON = f"alerts disabled: {ALERT_WEBHOOK_ENV} is not set"
 
@@ -289,6 +290,12 @@ def _dump(watching_since: datetime, alerted: list[str]) -> str:
 scheduled_job_freshness = make_freshness_sensor()
 
 
-def alert_webhook_from_env() -> AlertWebhook:
-    """The webhook resource: `dg.EnvVar` when the variable is set, disabled otherwise (EnvVar fails on unset vars)."""
-    return AlertWebhook(url=dg.EnvVar(ALERT_WEBHOOK_ENV)) if platform_settings().alert_webhook_url else AlertWebhook()
+def deployment_alert_webhook() -> AlertWebhook:
+    """ALERT_WEBHOOK_URL when it is set, disabled otherwise (the sensors then skip with that reason)."""
+    return AlertWebhook(url=dg.EnvVar(ALERT_WEBHOOK_ENV).get_value() or None)
+
+
+def alert_webhook_from_env() -> dg.ResourceDefinition:
+    """The webhook resource, built where it is used from the deployment's setting; run config cannot aim it
+    elsewhere (orchestration_core/run_config_rules.py)."""
+    return deployment_resource(deployment_alert_webhook, "The alert webhook at ALERT_WEBHOOK_URL (Slack-compatible).")

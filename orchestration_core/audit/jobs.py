@@ -11,6 +11,7 @@ from orchestration_core.audit.cleanup import (
     DEFAULT_OLDER_THAN_DAYS,
     prune_successful_runs,
 )
+from orchestration_core.run_config_rules import literal_config_schema
 from orchestration_core.run_outcome import (
     KIND_RACING,
     TAG_KIND,
@@ -26,8 +27,10 @@ class CleanupConfig(dg.Config):
     batch_size: int = DEFAULT_BATCH_SIZE
 
 
-@dg.op(description="Delete SUCCESS runs older than the cutoff with their events and compute logs; keep the rest.")
-def prune_old_successful_runs(context: dg.OpExecutionContext, config: CleanupConfig) -> dict:
+@dg.op(description="Delete SUCCESS runs older than the cutoff with their events and compute logs; keep the rest.",
+       config_schema=literal_config_schema(CleanupConfig))
+def prune_old_successful_runs(context: dg.OpExecutionContext) -> dict:
+    config = CleanupConfig(**context.op_config)
     report = prune_successful_runs(
         context.instance,
         config.older_than_days,

@@ -60,6 +60,7 @@ from racing_orchestration.race_db.store import (
     upsert_event,
 )
 from orchestration_core.dagster_internals import RUN_KEY_TAG
+from orchestration_core.run_config_rules import literal_config_schema
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
 from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError
 from racing_orchestration.tab.models import TabPayloadError, status_is
@@ -216,9 +217,10 @@ def _fail(context: dg.OpExecutionContext, race_db: RaceDatabase, config: Checkpo
     return dg.Failure(error, allow_retries=False)
 
 
-@dg.op(description="Fetch the race and store one odds snapshot per runner, scratchings and any start-time change.")
-def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig, tab_client: TabClient,
-                       race_db: RaceDatabase) -> dict:
+@dg.op(description="Fetch the race and store one odds snapshot per runner, scratchings and any start-time change.",
+       config_schema=literal_config_schema(CheckpointConfig))
+def take_odds_snapshot(context: dg.OpExecutionContext, tab_client: TabClient, race_db: RaceDatabase) -> dict:
+    config = CheckpointConfig(**context.op_config)
     spec = _spec(config, pre_race=True)
     manual, stand_down = _begin(context, race_db, config, spec)
     if stand_down is not None:
@@ -277,9 +279,10 @@ def take_odds_snapshot(context: dg.OpExecutionContext, config: CheckpointConfig,
 
 
 @dg.op(description="Fetch the race's result: Final -> results and Final dividends; not Final -> provisional rows, "
-                   "and the ledger asks the post-race sensor for the next attempt in 5/5/10 min.")
-def check_race_result(context: dg.OpExecutionContext, config: PostRaceConfig, tab_client: TabClient,
-                      race_db: RaceDatabase) -> dict:
+                   "and the ledger asks the post-race sensor for the next attempt in 5/5/10 min.",
+       config_schema=literal_config_schema(PostRaceConfig))
+def check_race_result(context: dg.OpExecutionContext, tab_client: TabClient, race_db: RaceDatabase) -> dict:
+    config = PostRaceConfig(**context.op_config)
     spec = _spec(config, pre_race=False)
     delays, attempt = config.retry_delays_seconds, config.attempt
     last = attempt >= len(delays)

@@ -5,6 +5,7 @@ import datetime as dt
 import dagster as dg
 import sqlalchemy as sa
 
+from orchestration_core.run_config_rules import literal_config_schema
 from racing_orchestration.ingestion.combinations import (
     DEFAULT_CATEGORIES,
     DEFAULT_COUNTRIES,
@@ -48,8 +49,10 @@ class CombinationRetryConfig(dg.Config):
     retry_empty: bool = True
 
 
-@dg.op(out=dg.DynamicOut(ScrapeCombination), description="Fan out one step per (category, country, date).")
-def plan_scrape_combinations(context: dg.OpExecutionContext, config: ScrapePlanConfig, race_db: RaceDatabase):
+@dg.op(out=dg.DynamicOut(ScrapeCombination), description="Fan out one step per (category, country, date).",
+       config_schema=literal_config_schema(ScrapePlanConfig))
+def plan_scrape_combinations(context: dg.OpExecutionContext, race_db: RaceDatabase):
+    config = ScrapePlanConfig(**context.op_config)
     race_db.engine()  # fail fast, naming `racing db upgrade`, before fanning out if the schema is behind
     try:
         if config.days_ahead < 0:
@@ -69,14 +72,15 @@ def plan_scrape_combinations(context: dg.OpExecutionContext, config: ScrapePlanC
     # combination must not fail the other ones; a still-empty one ends `empty`).
     retry_policy=dg.RetryPolicy(max_retries=COMBINATION_MAX_RETRIES, delay=COMBINATION_RETRY_DELAY_SECONDS),
     description="Fetch one combination's meetings from the TAB API and store them.",
+    config_schema=literal_config_schema(CombinationRetryConfig),
 )
 def scrape_combination(
     context: dg.OpExecutionContext,
-    config: CombinationRetryConfig,
     combination: ScrapeCombination,
     tab_client: TabClient,
     race_db: RaceDatabase,
 ) -> CombinationResult:
+    config = CombinationRetryConfig(**context.op_config)
     attempt = context.retry_number
     try:
         result = scrape_combination_once(tab_client, race_db, combination, context.run_id)

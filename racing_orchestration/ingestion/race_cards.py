@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 import dagster as dg
 
+from orchestration_core.run_config_rules import literal_config_schema
 from orchestration_core.run_outcome import Outcome, record_outcome
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.ingestion.card_days import record_card_days
@@ -68,8 +69,10 @@ def _step_config(values: dict) -> dict:
 
 
 @dg.op(out=dg.DynamicOut(ScrapeCombination),
-       description="Fan out one step per (category, country, racing day) of the partitions being materialized.")
-def plan_card_combinations(context: dg.OpExecutionContext, config: CardPlanConfig, race_db: RaceDatabase):
+       description="Fan out one step per (category, country, racing day) of the partitions being materialized.",
+       config_schema=literal_config_schema(CardPlanConfig))
+def plan_card_combinations(context: dg.OpExecutionContext, race_db: RaceDatabase):
+    config = CardPlanConfig(**context.op_config)
     race_db.engine()  # fail fast, naming `racing db upgrade`, before fanning out if the schema is behind
     days = [dt.date.fromisoformat(key) for key in context.partition_keys]
     try:
@@ -128,7 +131,7 @@ def record_race_cards(context: dg.OpExecutionContext, results: list[CombinationR
     group_name=GROUP,
     kinds={"postgres"},
     check_specs=CARD_CHECK_SPECS,
-    config=dg.ConfigMapping(config_fn=_step_config, config_schema=RaceCardConfig.to_fields_dict()),
+    config=dg.ConfigMapping(config_fn=_step_config, config_schema=literal_config_schema(RaceCardConfig)),
     description="Meetings and races of each racing day, stored in the race database. Materialized by the morning "
     "scrape (today and tomorrow), every card refresh (today) and on demand here; a range is one run with the morning "
     "scrape's per-combination steps, 30-minute retries and outcome tags.",

@@ -121,15 +121,26 @@ def test_an_unreachable_webserver_is_reported(dagster_home, pg_instance, monkeyp
 @pytest.mark.integration
 def test_a_launch_the_code_location_refuses_is_reported_with_its_reason(dagster_database_url, dagster_home,
                                                                         pg_instance, monkeypatch, capsys) -> None:
-    """A webserver whose code location lacks RACING_DATABASE_URL: Dagster answers 500 with a PythonError."""
-    monkeypatch.delenv("RACING_DATABASE_URL", raising=False)
-    with serve_webserver(dagster_database_url, "racing_orchestration.definitions", "racing_orchestration") as url:
+    """A webserver whose racing location is not the one the CLI expects (here it serves only the maintenance
+    location): Dagster answers that the job does not exist, and the CLI says so."""
+    with serve_webserver(dagster_database_url, "maintenance_jobs.definitions", "maintenance_jobs") as url:
         monkeypatch.setenv("DAGSTER_UI_URL", url)
         _heartbeat(pg_instance, 5)
         assert racing_main(["check", "R123", "--checkpoint", "t60"]) == 2
     err = capsys.readouterr().err
-    assert "refused the run" in err and "RACING_DATABASE_URL" in err
+    assert "refused the run" in err and "racing_orchestration" in err
     assert pg_instance.get_runs() == []
+
+
+def test_a_run_without_the_race_database_setting_fails_naming_it(monkeypatch) -> None:
+    # The race database is built in the run worker from RACING_DATABASE_URL (run config cannot give it): a worker
+    # without the variable fails the run at its start, naming it.
+    from orchestration_core.run_config_rules import MissingSetting
+    from racing_orchestration.resources import deployment_race_database
+
+    monkeypatch.delenv("RACING_DATABASE_URL", raising=False)
+    with pytest.raises(MissingSetting, match="RACING_DATABASE_URL is not set"):
+        deployment_race_database()
 
 
 def command_while(instance: dg.DagsterInstance, argv: list[str], job_name: str, once_queued) -> int:
