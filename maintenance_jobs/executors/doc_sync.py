@@ -118,8 +118,18 @@ def target_repo_url(base_url: str, gitea_repo: str) -> str:
     """The clone URL of `owner/name` on a Gitea server (`http://gitea:3000` → `http://gitea:3000/owner/name.git`).
 
     The token is a setting of its own; a base URL carrying credentials is refused rather than copied into run
-    configs and messages."""
+    configs and messages. The scheme is http(s): git would run `ext::<command>` as a command and read `file://` or a
+    bare path from this machine's disk, with the token in its environment (`file` is accepted only under the
+    test-only MAINTENANCE_DOC_SYNC_TEST_SCHEMES, for the suite's local targets)."""
+    if not base_url:
+        raise ConfigRefused("GITEA_URL is not set: doc sync needs the Gitea server's URL (see .env.example)")
     parts = urlsplit(base_url)
+    allowed = {"http", "https"} | (settings.doc_sync_test_schemes() & {"file"})
+    scheme = parts.scheme.lower()
+    if scheme not in allowed or "::" in base_url or (scheme != "file" and not parts.hostname):
+        # urlsplit keeps a scheme to letters, digits, '+', '-' and '.': quoting it shows nothing of the setting.
+        raise ConfigRefused(f"GITEA_URL must be an http:// or https:// URL of the Gitea server "
+                            f"(scheme {scheme or 'none'!r} refused)")
     if "@" in parts.netloc:
         raise ConfigRefused("GITEA_URL must not contain credentials (user:password@); set GITEA_TOKEN instead")
     return f"{base_url.rstrip('/')}/{gitea_repo}.git"

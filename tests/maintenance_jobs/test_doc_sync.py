@@ -332,3 +332,38 @@ def test_a_gitea_url_carrying_credentials_is_refused(base: str) -> None:
     # configs and messages.
     with pytest.raises(ConfigRefused, match="GITEA_TOKEN"):
         target_repo_url(base, "library/docs")
+
+
+@pytest.mark.parametrize("base", [
+    "ext::sh -c touch% /tmp/pwned;#",  # git runs ext:: remotes as commands
+    "EXT::sh -c id",
+    "fd::3",
+    "ssh://git@gitea.example/x",
+    "git://gitea.example",
+    "/srv/git",  # a bare path: git reads this machine's disk
+    "gitea.example:library",  # scp-style: ssh
+    "http:///library",  # no host
+    "https://",
+    "",
+])
+def test_a_gitea_url_git_would_not_reach_over_http_is_refused(base: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES")
+    with pytest.raises(ConfigRefused, match="GITEA_URL"):
+        target_repo_url(base, "library/docs")
+
+
+@pytest.mark.parametrize(("base", "test_schemes", "url"), [
+    ("http://gitea:3000", "", "http://gitea:3000/library/docs.git"),
+    ("https://gitea.example/", "", "https://gitea.example/library/docs.git"),
+    ("HTTPS://gitea.example", "", "HTTPS://gitea.example/library/docs.git"),
+    ("file:///srv/gitea", "file", "file:///srv/gitea/library/docs.git"),  # the suite's local targets only
+])
+def test_http_gitea_urls_are_accepted(base: str, test_schemes: str, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES", test_schemes)
+    assert target_repo_url(base, "library/docs") == url
+
+
+def test_a_file_gitea_url_is_refused_without_the_test_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES")
+    with pytest.raises(ConfigRefused, match="scheme 'file' refused"):
+        target_repo_url("file:///srv/gitea", "library/docs")
