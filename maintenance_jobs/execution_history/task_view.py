@@ -16,10 +16,12 @@ DUE_GRACE ago is `due`, not missed: the dispatcher ticks once a minute.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from zoneinfo import ZoneInfo
 
 import dagster as dg
 import sqlalchemy as sa
+from croniter import CroniterBadDateError, croniter
 from pydantic import BaseModel, Field
 
 from maintenance_jobs.execution_history import store, tag_values
@@ -88,15 +90,82 @@ def _ceil_minute(moment: dt.datetime) -> dt.datetime:
     return floor if floor == moment else floor + ONE_MINUTE
 
 
-def expected_minutes(task: Task, start: dt.datetime, end: dt.datetime, timezone: str) -> list[dt.datetime]:
-    """Real minutes (UTC) in [start, end) at which the dispatcher launches `task` (its current schedule)."""
+# Wall times this far outside the range are looked at too: a due minute's wall time can lie outside the range's own
+# wall times by a daylight-saving shift (an hour; a whole day where a zone skipped one, e.g. Pacific/Apia in 2011).
+_WALL_MARGIN = dt.timedelta(days=2)
+_WALL_BATCH = 256
+
+
+def _matching_walls(expression: str, low: dt.datetime, high: dt.datetime) -> Iterator[list[dt.datetime]]:
+    """The naive wall times in [low, high] that `expression` matches, in batches, one croniter step each."""
+    try:
+        cron = croniter(expression, low - ONE_MINUTE, day_or=False)
+        batch: list[dt.datetime] = []
+        while (moment := cron.get_next(dt.datetime)) <= high:
+            batch.append(moment)
+            if len(batch) == _WALL_BATCH:
+                yield batch
+                batch = []
+    except CroniterBadDateError:  # no later date exists (validation refuses those schedules): no more matches
+        pass
+    if batch:
+        yield batch
+
+
+def _offset_change(before: dt.datetime, after: dt.datetime, zone: ZoneInfo) -> dt.datetime:
+    """The first real minute in (before, after] whose UTC offset differs from `before`'s (one transition between)."""
+    offset = before.astimezone(zone).utcoffset()
+    low, high = 0, (after - before) // ONE_MINUTE  # offset(before + low) == offset; (before + high) differs
+    while high - low > 1:
+        middle = (low + high) // 2
+        if (before + ONE_MINUTE * middle).astimezone(zone).utcoffset() == offset:
+            low = middle
+        else:
+            high = middle
+    return before + ONE_MINUTE * high
+
+
+def candidate_minutes(wall: dt.datetime, zone: ZoneInfo) -> set[dt.datetime]:
+    """The real minutes (UTC) at which the dispatcher may launch a task due at wall time `wall`: the wall time's
+    occurrences (two in a fall-back hour), or, for a wall time a spring-forward gap skips, the first minute after the
+    gap. Which of them are due is the dispatcher's own rule (schedule.due_minutes) to say."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(dt.UTC)
+    second = wall.replace(tzinfo=zone, fold=1).astimezone(dt.UTC)
+    found = {first, second}
+    if first != second and first.astimezone(zone).replace(tzinfo=None) != wall:  # skipped by a gap
+        found.add(_offset_change(min(first, second), max(first, second), zone))
+    return found
+
+
+def expected_minutes(task: Task, start: dt.datetime, end: dt.datetime, timezone: str,
+                     limit: int | None = None) -> list[dt.datetime]:
+    """Real minutes (UTC) in [start, end) at which the dispatcher launches `task` (its current schedule); with
+    `limit`, at most limit + 1 of them (enough to tell that there are more).
+
+    The work follows the runs expected, not the minutes of the range: croniter steps from one matching wall time to
+    the next (a weekly task over 99 days: about 15 steps), and the dispatcher's rule (schedule.due_minutes, with its
+    daylight-saving handling) is applied to those wall times' real minutes only. Each minute's verdict depends on that
+    minute alone, so this equals applying the rule to every minute of the range."""
     first = _ceil_minute(start)
-    count = -((first - end) // ONE_MINUTE) if end > first else 0  # minutes m = first + i with m < end
-    minutes = [first + ONE_MINUTE * i for i in range(count)]
+    if end <= first:
+        return []
     fields = task.cron_fields
-    if all(value == ANY for value in vars(fields).values()):
-        return minutes  # every real minute (any-hour tasks follow the real clock)
-    return due_minutes(fields, wall_clock_slots(minutes, timezone))
+    if all(value == ANY for value in vars(fields).values()):  # every real minute (any-hour tasks follow the real clock)
+        count = -((first - end) // ONE_MINUTE)  # minutes m = first + i with m < end
+        if limit is not None:
+            count = min(count, limit + 1)
+        return [first + ONE_MINUTE * i for i in range(count)]
+    zone = ZoneInfo(timezone)
+    low = (first - _WALL_MARGIN).astimezone(zone).replace(tzinfo=None)
+    high = (end + _WALL_MARGIN).astimezone(zone).replace(tzinfo=None)
+    due: set[dt.datetime] = set()
+    for walls in _matching_walls(cron_expression(fields), low, high):
+        minutes = sorted({m for wall in walls for m in candidate_minutes(wall, zone) if first <= m < end})
+        due.update(due_minutes(fields, wall_clock_slots(minutes, timezone)))
+        if limit is not None and len(due) > limit:
+            break
+    found = sorted(due)
+    return found if limit is None else found[:limit + 1]
 
 
 def _missed_reason(minute: dt.datetime, skips: list[store.Skip], task: Task) -> str:
@@ -150,10 +219,10 @@ def task_history(registry: sa.Engine, instance: dg.DagsterInstance | None, task:
     start = max(since, task.created_at)
     # A disabled task expects nothing after its last change (when it was disabled at the latest).
     end = until if task.enabled else min(until, task.updated_at)
-    minutes = expected_minutes(task, start, end, timezone) if start < end else []
+    minutes = expected_minutes(task, start, end, timezone, MAX_EXPECTED_RUNS) if start < end else []
     if len(minutes) > MAX_EXPECTED_RUNS:
-        raise InvalidRange(f"the range holds {len(minutes)} expected runs, more than {MAX_EXPECTED_RUNS} in one "
-                            "answer: ask for a shorter range")
+        raise InvalidRange(f"the range holds more than {MAX_EXPECTED_RUNS} expected runs, too many for one answer: "
+                           "ask for a shorter range")
     zone = ZoneInfo(timezone)
     with registry.connect() as conn:
         executions = _runs(instance, conn, task, since, until, ui_url)
