@@ -70,6 +70,13 @@ MALFORMED = [
     ("event-id-missing", _edit(_delete("data.race.event_id")), "event_id"),
     ("start-time-garbage", _edit(_set("data.race.advertised_start", "soon")), "advertised_start"),
     ("runner-number-a-word", _edit(_set("data.runners.0.runner_number", "seven")), "runner_number"),
+    # Values Postgres cannot store: refused at the parse boundary like any malformed payload, not by the database.
+    ("runner-name-nul", _edit(_set("data.runners.0.name", "Ru\x00ji")), "NUL character"),
+    ("jockey-lone-surrogate", _edit(_set("data.runners.1.jockey", "J \ud800")), "lone surrogate"),
+    ("runner-number-beyond-int4", _edit(_set("data.runners.0.runner_number", 2**31)), "runner_number"),
+    ("distance-beyond-int4", _edit(_set("data.race.distance", 2**40)), "distance"),
+    ("result-runner-twice", _edit(_set("data.results.1.runner_number", 2)), "listed more than once"),
+    ("dividend-id-blank", _edit(_set("data.dividends.0.id", "")), "dividend id is blank"),
 ]
 
 
@@ -206,7 +213,8 @@ def test_pre_race_malformed_then_good_within_one_run_takes_the_snapshot_once(
 
 
 # The post-race path handles every kind the same way (a TabPayloadError); one of each family keeps the suite short.
-POST_RACE_KINDS = [m for m in MALFORMED if m[0] in ("truncated-json", "runners-an-object", "event-id-missing")]
+POST_RACE_KINDS = [m for m in MALFORMED if m[0] in ("truncated-json", "runners-an-object", "event-id-missing",
+                                                    "runner-name-nul", "result-runner-twice", "dividend-id-blank")]
 
 
 @pytest.mark.integration
