@@ -1,5 +1,5 @@
-"""Terminal escapes and bidi characters sent by TAB never reach an error, a `scrapes.error` row or a terminal: the client
-makes every piece of text it quotes from a response showable (`racing_orchestration.tab.showable`).
+"""Terminal escapes and bidi characters sent by TAB never reach an error, a `scrapes.error` row or a terminal: the
+client makes every piece of text it quotes from a response showable (`racing_orchestration.tab.showable`).
 
 The server is a real local HTTP server; one row per character class (and several characters per class).
 """
