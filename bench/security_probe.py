@@ -15,6 +15,13 @@ Parts:
    executable or out-of-place file may exist.
 6. Anonymous /metrics load: the median of authenticated `GET /tasks` alone and with `--scrapers` anonymous clients
    scraping /metrics in a loop, with the metrics cache off (0 s) and on (5 s), side by side in one run.
+7. Run config from a launch (the UI's launchpad, GraphQL `launchRun`): random resource overrides (any resource of
+   any job of both code locations, endpoint/secret/folder field names, hostile values) and `{"env": …}` in random op
+   config fields (as a scalar, a list item or nested), through Dagster's own launch-time validation with the secret
+   set in this process as in a run worker. Each must be refused, and no refusal may quote the secret.
+8. TAB payloads: the real day's meetings sample with one random value Postgres cannot store (NUL or a lone surrogate
+   in a random string, an integer beyond int4 in a random integer field) in a random meeting or race, read as the
+   scrape reads it: the bad meeting or race must be refused with its reason and every other one kept.
 Prints a Markdown table per part.
 """
 
@@ -145,6 +152,134 @@ def probe_labels() -> tuple[int, int]:
             except TaskValidationError:
                 refused += 1
     return total, refused
+
+
+RUN_CONFIG_SECRET = "canary-secret-0f3a"
+RESOURCE_FIELDS = ["base_url", "url", "token", "database_url", "path", "work_dir", "base_dir", "timezone", "host",
+                   "password", "from_email", "timeout_seconds", "max_attempts"]
+HOSTILE_VALUES = ["ext::sh -c id;#", "http://169.254.169.254/latest", "/var/backups", "file:///etc",
+                  "postgresql://attacker.example/x", "https://attacker.example"]
+
+
+def _op_fields(job) -> list[tuple[str, str]]:
+    """(op, field) of every op config field of `job`, from the run config schema the launchpad shows."""
+    ops = job.run_config_schema.config_type.fields.get("ops")
+    found = []
+    for op, op_field in (ops.config_type.fields.items() if ops else []):
+        config = op_field.config_type.fields.get("config")
+        if config is not None and hasattr(config.config_type, "fields"):
+            found += [(op, name) for name in config.config_type.fields]
+    return found
+
+
+def probe_run_config(rng: random.Random, per_kind: int) -> list[tuple[str, int, int, int]]:
+    """(kind, probes, accepted, refusals quoting the secret)."""
+    import dagster as dg
+
+    from maintenance_jobs.definitions import defs as maintenance_defs
+    from racing_orchestration.definitions import defs as racing_defs
+
+    jobs = sorted([*racing_defs.resolve_all_job_defs(), *maintenance_defs.resolve_all_job_defs()], key=lambda j: j.name)
+    variables = ["PROBE_GITEA_TOKEN", "PROBE_DATABASE_URL"]
+    os.environ.update({name: RUN_CONFIG_SECRET for name in variables})
+
+    def outcome(job, run_config: dict, path: str, field: str, resource: bool) -> tuple[bool, bool]:
+        """(accepted, a refusal quoted the secret). A resource field counts as refused only when it is not a field
+        at all: "missing required entry" for the others would just make an attacker send them too."""
+        try:
+            dg.validate_run_config(job, run_config)
+        except dg.DagsterInvalidConfigError as exc:
+            messages = [error.message for error in exc.errors]
+            if resource:
+                refused = any(f'unexpected config entry "{field}"' in m for m in messages)
+            else:
+                refused = any(path in m for m in messages)
+            return not refused, any(RUN_CONFIG_SECRET in m for m in messages)
+        return True, False
+
+    rows = []
+    for kind in ("resource override", "op config from the environment"):
+        total = accepted = leaked = 0
+        for _ in range(per_kind * 5):
+            job = rng.choice(jobs)
+            if kind == "resource override":
+                key = rng.choice(sorted(job.resource_defs))
+                field = rng.choice(RESOURCE_FIELDS)
+                run_config = {"resources": {key: {"config": {field: rng.choice(HOSTILE_VALUES)}}}}
+                path = f"root:resources:{key}:config"
+            else:
+                fields = _op_fields(job)
+                if not fields:
+                    continue
+                op, field = rng.choice(fields)
+                source = {"env": rng.choice(variables)}
+                value = rng.choice([source, [source], [source, source], {"nested": source}])
+                run_config = {"ops": {op: {"config": {field: value}}}}
+                path = f"root:ops:{op}:config:{field}"
+            was_accepted, quoted = outcome(job, run_config, path, field, kind == "resource override")
+            total += 1
+            accepted += was_accepted
+            leaked += quoted
+        rows.append((kind, total, accepted, leaked))
+    return rows
+
+
+def probe_tab_payloads(rng: random.Random, per_kind: int) -> list[tuple[str, int, int, int]]:
+    """(kind, probes, probes where the bad value was read (or more than its meeting/race refused), probes where a
+    good meeting or race was lost)."""
+    import copy
+    import json
+
+    from racing_orchestration.tab.models import read_meetings
+
+    sample = json.loads((ROOT / "tests/racing_orchestration/tab/samples/nz_meetings_list_2025-07-17.json").read_text())
+    meetings = sample["data"]["meetings"]
+    total_races = sum(len(m["races"]) for m in meetings)
+
+    def paths(node, prefix, kind):
+        for key, value in (node.items() if isinstance(node, dict) else enumerate(node)):
+            here = (*prefix, key)
+            if isinstance(value, bool):
+                continue
+            if kind is str and isinstance(value, str) and value or kind is int and isinstance(value, int):
+                yield here
+            if isinstance(value, (dict, list)) and key != "races":
+                yield from paths(value, here, kind)
+
+    rows = []
+    for kind, value_type, values in (("NUL in a string", str, ["\x00"]), ("lone surrogate in a string", str,
+                                                                          ["\ud800", "\udfff"]),
+                                     ("integer beyond int4", int, [2**31, -(2**31) - 1, 10**30])):
+        total = missed = lost = 0
+        for _ in range(per_kind):
+            payload = copy.deepcopy(sample)
+            i = rng.randrange(len(meetings))
+            meeting = payload["data"]["meetings"][i]
+            in_race = rng.random() < 0.5 and meeting["races"]
+            target = rng.choice(meeting["races"]) if in_race else meeting
+            candidates = list(paths(target, (), value_type))
+            if not candidates:
+                continue
+            *parents, last = rng.choice(candidates)
+            node = target
+            for key in parents:
+                node = node[key]
+            bad = rng.choice(values)
+            node[last] = (node[last][:3] + bad + node[last][3:]
+                          if value_type is str else bad)
+            page = read_meetings(payload)
+            races_kept = sum(len(m.races) for m in page.meetings)
+            total += 1
+            if page.refused:  # the bad meeting or race refused: every other one kept
+                expected_meetings = len(meetings) if in_race else len(meetings) - 1
+                expected_races = total_races - 1 if in_race else total_races - len(meeting["races"])
+            else:  # a field the models do not read: nothing of it stored, and nothing else lost
+                missed += repr(bad)[1:-1] in repr([m.model_dump() for m in page.meetings])
+                expected_meetings, expected_races = len(meetings), total_races
+            missed += len(page.refused) > 1
+            lost += len(page.meetings) != expected_meetings or races_kept != expected_races
+        rows.append((kind, total, missed, lost))
+    return rows
 
 
 def probe_nesting(rng: random.Random, per_kind: int) -> tuple[int, int, float]:
@@ -333,6 +468,13 @@ def main() -> int:
     print("\n| hostile upstream (real git) | syncs | something ran or landed | refused or left out |\n|---|---|---|---|")
     for kind, syncs, bad, handled in probe_upstreams(rng, max(4, args.per_kind // 4)):
         print(f"| {kind} | {syncs} | {bad} | {handled} |")
+    print("\n| run config from a launch | probes | accepted | refusals quoting the secret |\n|---|---|---|---|")
+    for kind, total, accepted, leaked in probe_run_config(rng, args.per_kind):
+        print(f"| {kind} | {total} | {accepted} | {leaked} |")
+    print("\n| TAB meetings payload, one unstorable value | probes | bad value read | good ones lost |"
+          "\n|---|---|---|---|")
+    for kind, total, missed, lost in probe_tab_payloads(rng, args.per_kind):
+        print(f"| {kind} | {total} | {missed} | {lost} |")
     if not args.skip_load:
         print("\n| authenticated GET /tasks | p50 | p90 | anonymous scrapes served |\n|---|---|---|---|")
         for label, p50, p90, scraped in probe_metrics_load(args.scrapers, args.seconds):
