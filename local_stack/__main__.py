@@ -8,6 +8,25 @@ import time
 
 from local_stack.stack import LocalStack, StackOptions
 
+# `dagster dev` serves the stock webserver: no login, and it runs a GraphQL mutation a web page can send (an <img>
+# GET, a form post) to loopback from the browser of this machine. The compose deployment serves it only behind the
+# front (deploy/front); here the stack says plainly whom it is for.
+TRUST_NOTICE = ("This stack is for one trusted user on this machine: the Dagster UI has no login, and a web page "
+                "opened in this machine's browser can reach it and launch runs. Stop it when you are done; never "
+                "publish its ports (the compose deployment serves the UI behind a front with a login: README "
+                "\"Ports\").")
+
+
+def banner(dagster_url: str, sim_url: str, export_dir: str, api_url: str | None) -> str:
+    """What `make run` prints once the stack is up."""
+    return (
+        f"\nLocal stack is up:\n  Dagster UI      {dagster_url}\n"
+        f"  Simulated TAB   {sim_url}\n"
+        f"  Parquet export  {export_dir}\n"
+        + (f"  Control API     {api_url}/docs (INSECURE dev mode: no API key)\n" if api_url else "")
+        + f"{TRUST_NOTICE}\nPress Ctrl-C to stop everything.\n"
+    )
+
 
 def main(argv: list[str] | None = None) -> int:
     # Arguments go to the simulated feed, e.g. `make run SIM_ARGS="--dense-every 1 --dense-lead 16"`.
@@ -20,14 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         stack.start()
-        print(
-            f"\nLocal stack is up:\n  Dagster UI      {stack.dagster_url}\n"
-            f"  Simulated TAB   {stack.sim_base_url}\n"
-            f"  Parquet export  {stack.env['RACING_EXPORT_DIR']}\n"
-            + (f"  Control API     {stack.api_url}/docs (INSECURE dev mode: no API key)\n" if "api" in stack.processes else "")
-            + "Press Ctrl-C to stop everything.\n",
-            flush=True,
-        )
+        api_url = stack.api_url if "api" in stack.processes else None
+        print(banner(stack.dagster_url, stack.sim_base_url, stack.env["RACING_EXPORT_DIR"], api_url), flush=True)
         while all(p.poll() is None for p in stack.processes.values()):
             time.sleep(1)
         print("\nA stack process exited; stopping the rest.", flush=True)
