@@ -32,7 +32,7 @@ run: install
 # own, and the workers freed first share the rest (tests/conftest.py). Four on the 2-core reference machine: with
 # three, the CPU stood ~20% idle for the middle ten minutes, while the long units waited on their stacks and one
 # worker ran the short files. A worker running short files is niced (tests/conftest.py, "Who gets the CPU first"): at
-# equal weight four workers starved the outage stack (run 40, BENCHMARKS.md "Test suite").
+# equal weight four workers starved the outage stack (BENCHMARKS.md "Test suite").
 TEST_WORKERS ?= 4
 
 # test-artifacts/junit.xml feeds bench/suite_times.py (time per file, slowest tests: BENCHMARKS.md "Test suite").

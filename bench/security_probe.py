@@ -1,4 +1,4 @@
-"""A fresh probe of the hostile-content rules (SECURITY.md's probe table): new inputs of the kinds the last audit
+"""A fresh probe of the hostile-content rules (SECURITY.md's probe table): new inputs of the kinds an audit
 used, generated here from a seed, against the real validators, real git and a real API process.
 
     .venv/bin/python bench/security_probe.py [--seed 2026] [--per-kind 40] [--scrapers 60] [--seconds 15]

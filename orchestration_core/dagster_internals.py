@@ -126,7 +126,7 @@ def check_ended_workers_until_it_succeeds(server: DagsterApiServer) -> None:
     up in the run storage, its run reported failed if it had not finished, and once the server was told to shut down
     and no worker is left, the server ends. Dagster lets any error of that check end the thread: a worker that ended
     while Postgres was down (the lookup gives up after ~10 s of retries) left its run STARTED and a server that, told to
-    shut down, refused every run and never exited (the suite's run 70). Here an error is logged and the check runs
+    shut down, refused every run and never exited. Here an error is logged and the check runs
     again on the next tick, so both happen once Postgres is back. After a failed check, the storage is asked first
     outside the server's execution lock (which Dagster's check holds through its retries, and StartRun waits for), so
     an outage does not hold that lock; a check that passed is not asked twice."""

@@ -9,7 +9,7 @@ reference machine, ~3.6 ms of it in Postgres (bench/storage_pool.py).
 
 Only a process that sets POOL_SIZE_VARIABLE keeps a pool: docker-compose.yml sets it for the daemon alone. The local
 stack's instance (dagster.yaml) names dagster-postgres' own storage, so none of its processes pools (BENCHMARKS.md
-"Test suite", run 54: what that costs). Run containers never get it (deploy/dagster.yaml passes named variables
+"Test suite": what that costs). Run containers never get it (deploy/dagster.yaml passes named variables
 only), so 25 concurrent runs hold no idle connections; the webserver pools already (Dagster's
 `optimize_for_webserver`). Connections are checked before each use, so a Postgres restart costs a reconnect, not an
 error.

@@ -26,7 +26,7 @@ def launch(playwright):
 def dismiss_onboarding(dagster_url: str) -> None:
     """A fresh Dagster instance opens a "Join the Dagster community" modal (on 127.0.0.1 and localhost) some time after
     the first page loads, over whatever the test clicks next: waiting 15 s for it to skip it was not enough on a loaded
-    host (run 52: the modal's backdrop took the click on "View tags and config" for 30 s). The instance is told the
+    host (the modal's backdrop took the click on "View tags and config" for 30 s). The instance is told the
     modal was seen, by the mutation its Skip button sends, so it never opens."""
     answer = httpx.post(f"{dagster_url}/graphql", json={"query": "mutation { setNuxSeen }"}, timeout=120)
     assert answer.status_code == 200 and answer.json() == {"data": {"setNuxSeen": True}}, answer.text

@@ -41,7 +41,7 @@ def running_code_server(module: str = "maintenance_jobs.definitions", location: 
         process.wait(timeout=30)
 
 
-# A starved host (load 30 in run 60) can take longer than the 30 s Dagster gives a code server to exit.
+# A starved host (load 30) can take longer than the 30 s Dagster gives a code server to exit.
 CODE_SERVER_EXIT_SECONDS = 300
 
 

@@ -34,10 +34,10 @@ TEST_SERVER_PREFIX = "racing-test-pg-"  # the session's embedded Postgres: <temp
 # database, a whole stack) start once. The two compose deployments share the one Docker engine but each is a unit of
 # its own: the alert path's file (its own compose project and ports: tests/production/compose_stack.py), and the rest
 # of tests/production (the live production deployment and the engine's own tests). One after the other on one worker
-# they were the suite's critical path: in run 65 that worker took 1,131 s while the other three ended at ~800 s, the
+# they were the suite's critical path: that worker took 1,131 s while the other three ended at ~800 s, the
 # cores 631 s idle (BENCHMARKS.md, "Test suite"). Side by side they once overloaded the 2 cores (two `up`s at once
-# beside the outage stack, 275-306 s each instead of 75-107, run 20), when the suite used ~40% more CPU than since
-# run workers are forked (run 65: 1,737 CPU-s); their image builds and `up`s still take turns (machine locks in
+# beside the outage stack, 275-306 s each instead of 75-107), when the suite used ~40% more CPU than since
+# run workers are forked (1,737 CPU-s a suite); their image builds and `up`s still take turns (machine locks in
 # tests/production). The long units are queued first, longest first, so each starts at once on a worker of its own
 # while the other workers share the rest. xdist's own `--dist loadgroup` would read `xdist_group`
 # marks, but with pytest 9.2's structured node ids it silently stops grouping (pytest-dev/pytest-xdist#1386): the
@@ -97,7 +97,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 # tests/production/docker_engine.py); the short files are CPU-bound. Each worker runs in a session of its own, and
 # while it runs a short file its session is niced: on 2 cores the short files then fill the time the stacks leave
 # idle instead of starving them (with four workers at equal weight the outage stack's runs queued past a race's
-# jump and the test took 1,312 s instead of 650-742: BENCHMARKS.md "Test suite", run 40). Autogroups apply only in
+# jump and the test took 1,312 s instead of 650-742: BENCHMARKS.md "Test suite"). Autogroups apply only in
 # the root cpu cgroup, and the suite runs in a child one: its own (tests/suite_cgroup.py), or a CI runner's. There
 # processes are weighed one by one, so the worker's own nice value is set too (its threads and the processes it starts
 # inherit it), and the session's only where the suite is left in the root cgroup.

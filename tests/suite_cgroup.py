@@ -2,9 +2,9 @@
 
 The kernel's autogroups apply only to processes in the root cpu cgroup. There every session weighs as one: a whole
 stack (`dagster dev`: daemon, webserver, code servers and every run worker) counted as much as one worker running short
-files, and its catch-up after an outage starved (the outage test 1,368-1,541 s and a failed run start in runs 47 and
-50, BENCHMARKS.md "Test suite"). In a child cgroup each process weighs on its own; the suite was green there in runs
-46, 48 and 49, with the outage test at 652-744 s. Whether CI starts `make test` in the root cgroup or in a child one
+files, and its catch-up after an outage starved (the outage test 1,368-1,541 s and a failed run start,
+BENCHMARKS.md "Test suite"). In a child cgroup each process weighs on its own; the suite was green there
+with the outage test at 652-744 s. Whether CI starts `make test` in the root cgroup or in a child one
 is the runner's choice (a shell here starts it in the root one; where the project's CI starts it is not known), so the
 pytest controller, before it starts its workers, moves itself into a child cgroup when it finds itself in the root
 one. It needs root and the cgroup v1 cpu hierarchy (this machine's); elsewhere the suite runs where it was started.

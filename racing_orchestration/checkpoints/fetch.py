@@ -73,10 +73,10 @@ def take_checkpoint(race_db: RaceDatabase, race_id: str, spec: CheckpointSpec, r
 
     A checkpoint is taken by one run. Once the sensor has requested it again under a new key (its run failed, e.g.
     at start), a run of an older key must not take it too: Dagster's run retry of the failed run copies that run's
-    key and can come minutes later on a loaded host (run 51: the re-request and the retry one second apart, both
+    key and can come minutes later on a loaded host (the re-request and the retry can come one second apart, both
     fetched). Nor is a finished checkpoint taken again: a run that committed its odds and its `done` can still fail
-    to record its own success (Postgres went down), and Dagster's run retry of it carries the same key (CI on
-    ad6db7c: the retry re-took the row, and the ledger named a run whose odds were not the ones stored). A run
+    to record its own success (Postgres went down), and Dagster's run retry of it carries the same key (left
+    alone, the retry re-takes the row, and the ledger names a run whose odds are not the ones stored). A run
     without a key (not requested by a sensor) and a row not in the ledger are taken as before."""
     with race_db.begin() as conn:
         row = checkpoint_row(conn, race_id, spec.name, lock=True)

@@ -134,7 +134,7 @@ def test_a_daemon_whose_sensors_stopped_ticking_shows_down_within_30_s(api: Runn
 
 def daemon_up_after_a_new_tick(api: RunningApi, context, tries: int = 3) -> float:
     """orchestration_daemon_up answered within 30 s of a new tick (a 15 s sensor's tick counts as missed after 30 s):
-    run 60 read 0 from a /metrics answered later than that at load 15, which is right. So the tick is made again, a
+    a /metrics answered later than that at load 15 reads 0, which is right. So the tick is made again, a
     few times, until one answer comes in time; a product that says 0 then fails."""
     took = []
     for _ in range(tries):

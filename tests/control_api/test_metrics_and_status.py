@@ -146,7 +146,7 @@ def test_tab_requests_and_request_counter(registry_url: str, pg_instance: dg.Dag
         import httpx
 
         headers = {"Authorization": f"Bearer {API_KEY}"}
-        # What the answers say is under test here, not how fast they come (run 60: a 5 s read timed out at load 15).
+        # What the answers say is under test here, not how fast they come (a 5 s read timed out at load 15).
         httpx.get(f"{base}/tasks/seen-task", headers=headers, timeout=60)
         httpx.get(f"{base}/tasks", timeout=60)  # 401
         found = samples(httpx.get(f"{base}/metrics", timeout=60).text)
@@ -234,7 +234,7 @@ def _unreachable_instance(url: str, stack) -> dg.DagsterInstance:
     return stack.enter_context(dg.instance_for_test(overrides={"storage": pooled_postgres_storage(url)}))
 
 
-# Well above what scheduling on a loaded host adds to the 0.8 s probe deadline (run 60: 3.1 s at load 15), well below
+# Well above what scheduling on a loaded host adds to the 0.8 s probe deadline (3.1 s at load 15), well below
 # the client's timeout: a request held by a dead store (a black hole holds a connect for as long as the client waits)
 # would take all of HEALTH_CLIENT_TIMEOUT_SECONDS.
 HEALTH_HARD_BOUND_SECONDS = 6.0

@@ -130,7 +130,7 @@ def test_health_is_503_when_the_registry_database_is_unreachable(pg_instance: dg
             answers.append(httpx.get(f"http://127.0.0.1:{port}/health", timeout=30))
             return answers[-1].json()
 
-        # Asked again while a probe overran its 0.8 s deadline (run 68, load ~20: "dagster_storage": "timed out").
+        # Asked again while a probe overran its 0.8 s deadline (at load ~20: "dagster_storage": "timed out").
         body = answered(ask)
         assert all(answer.status_code == 503 and "secret-pw" not in answer.text for answer in answers)
         assert body["registry_database"].startswith("unreachable") and body["dagster_storage"] == "ok", body

@@ -102,7 +102,7 @@ def run_errors(dagster_url: str, run_id: str) -> list[str]:
 
 
 def run_log(dagster_url: str, run_id: str) -> list[str]:
-    """Every event of a run, one line each, to explain a run that ended without doing its work (run 32: a morning
+    """Every event of a run, one line each, to explain a run that ended without doing its work (e.g. a morning
     scrape SUCCESS with no outcome tag and no race stored, on a loaded host only)."""
     return [f"{e['__typename']} {e.get('stepKey') or ''} {e.get('message', '')}".strip()
             for e in run_events(dagster_url, run_id)]

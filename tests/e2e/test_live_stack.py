@@ -63,7 +63,7 @@ def stack(postgres_server_url: str):
 
 @pytest.fixture(scope="module")
 def graphql(stack) -> DagsterGraphQLClient:
-    # A reload starts a new code server and answers once it serves: at load ~30 (run 35) that took over 60 s.
+    # A reload starts a new code server and answers once it serves: at load ~30 that took over 60 s.
     return DagsterGraphQLClient("127.0.0.1", port_number=stack.options.dagster_port, timeout=180)
 
 

@@ -83,7 +83,7 @@ OUTAGE_SECONDS = 20
 
 
 def test_a_worker_that_dies_while_postgres_is_down_is_reported_and_the_server_still_stops() -> None:
-    """Run 70 of the suite: the code server's cleanup thread, which reports a dead worker's run as failed and ends the
+    """The fault: the code server's cleanup thread, which reports a dead worker's run as failed and ends the
     server once it was told to shut down, died on the database error of an orphan check during an outage. The run
     stayed STARTED and the server, told to shut down, refused every later run and never exited."""
     slow = {"ops": {"run_example_executor": {"config": {"message": "killed", "delay_seconds": 600}}}}

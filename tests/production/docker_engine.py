@@ -31,7 +31,7 @@ ENGINE_STATE_DIR = LOCK_DIR / "racing-orchestration-dockerd"
 # The CPU weight of every container of a test-started engine together. The kernel's autogroup scheduling gives each
 # session one share: each process of the suite's local stacks (started in sessions of their own) weighed as much as
 # the whole compose deployment, so with two local stacks starting beside it (~15 sessions) its containers got ~1/17
-# of the CPU and its `up` took 170-290 s instead of ~60 (BENCHMARKS.md "Test suite", run 38). Eight shares: the
+# of the CPU and its `up` took 170-290 s instead of ~60 (BENCHMARKS.md "Test suite"). Eight shares: the
 # deployment's eight long-running services weigh about what eight of those processes do. The machine's own engine
 # (a production host's) is left as its operator set it.
 ENGINE_CPU_SHARES = 8
@@ -185,7 +185,7 @@ def weigh_containers(shares: int = ENGINE_CPU_SHARES, cgroup_root: Path = CGROUP
     at `shares` sessions' weight. In a child cpu cgroup (a CI runner may start the suite in one) autogroups do not
     apply and the suite's processes are weighed one by one, inside it: there `/docker` would weigh `shares` times the
     suite's whole cgroup (the containers took most of the CPU and the outage stack's runs queued past their race's
-    jump: BENCHMARKS.md "Test suite", run 45). The containers then go under the suite's own cgroup, where they weigh as
+    jump: BENCHMARKS.md "Test suite"). The containers then go under the suite's own cgroup, where they weigh as
     `shares` of its processes. cgroup v2 cannot nest them under a cgroup that holds processes: left as they are."""
     v1, v2_controllers = cgroup_root / "cpu", cgroup_root / "cgroup.subtree_control"
     suite = cpu_cgroup(proc_cgroup.read_text())

@@ -98,7 +98,7 @@ def stack():
         live.timings["up"] = 0.0
         up_started = time.monotonic()
         # Not at the same time as the alert path's deployment, on another worker: two `up`s at once on 2 cores took
-        # 275-306 s each instead of 75-107 (run 20, BENCHMARKS.md "Test suite").
+        # 275-306 s each instead of 75-107 (BENCHMARKS.md "Test suite").
         with machine_lock("compose-up"):
             live.timings["waited for the other deployment's up"] = round(time.monotonic() - up_started, 1)
             live.up()

@@ -119,7 +119,7 @@ class OutageRun:
     def queued_past_the_jump(self, race_id: str, checkpoint: str) -> bool:
         """No run of the checkpoint started before its race was within a minute of the jump (the time a run worker
         takes to load its location and fetch, at load 20): each was queued that long, by an outage or behind the
-        catch-up burst on a loaded host (run 18: requested 2 min 13 s before the start, started as it jumped), so none
+        catch-up burst on a loaded host (e.g. requested 2 min 13 s before the start, started as it jumped), so none
         had a pre-race market to take."""
         job = CHECKPOINTS[checkpoint].job_name
         too_late = (self.starts[race_id] - dt.timedelta(seconds=60)).timestamp()
@@ -317,8 +317,8 @@ def outage_run(outage_stack) -> OutageRun:
     for k in sorted(k for k in late if k in rows and rows[k].state != "done"):
         report.append(f"  {k[0][:8]}:{k[1]} {rows[k].state} ({rows[k].note}); race starts "
                       f"{starts[k[0]]:%H:%M:%S}; its runs: {scenario.describe_runs(k[0])}")
-    # Why a checkpoint run failed without running a step (it ended the second it started; seen in runs 47-48 and CI
-    # 36, where the event logs went with the test's Postgres): its engine and failure events, while they can be read.
+    # Why a checkpoint run failed without running a step (it ended the second it started; seen on a loaded host,
+    # where the event logs went with the test's Postgres): its engine and failure events, while they can be read.
     for run in [r for r in runs if r["status"] == "FAILURE" and r["startTime"] and r["endTime"]
                 and r["endTime"] - r["startTime"] < 1.5][:8]:
         try:

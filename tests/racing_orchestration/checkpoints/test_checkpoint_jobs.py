@@ -359,7 +359,7 @@ def test_unknown_race_fails_clearly_without_retries(pg_instance, race_db, sim_fe
 ])
 def test_a_checkpoint_requested_again_is_taken_only_under_the_key_the_ledger_names(pg_instance, race_db, run_key,
                                                                                     takes_it) -> None:
-    # Run 51: a T-15's first run failed at start; two minutes later the sensor re-requested it as `:retry1` and, one
+    # The fault: a T-15's first run failed at start; two minutes later the sensor re-requested it as `:retry1` and, one
     # second after, Dagster's run retry of the first run arrived with the first key. Both fetched: taken twice.
     with _claimed_race(race_db, "t15", dt.timedelta(minutes=15)) as (clock, server, _, race):
         with race_db.begin() as conn:
@@ -388,7 +388,7 @@ def test_a_checkpoint_requested_again_is_taken_only_under_the_key_the_ledger_nam
 @pytest.mark.integration
 @pytest.mark.parametrize("state", ["done", "abandoned", "skipped"])
 def test_a_run_retry_of_a_finished_checkpoint_stands_down(pg_instance, race_db, state) -> None:
-    # CI on ad6db7c: a T-15's run committed its odds and its `done`, then failed to record its own success (Postgres
+    # The fault: a T-15's run committed its odds and its `done`, then failed to record its own success (Postgres
     # went down); Dagster's run retry, with the same run key, took the finished checkpoint again and overwrote its
     # ledger row, so the ledger named a run whose odds were not the ones stored.
     with _claimed_race(race_db, "t15", dt.timedelta(minutes=15)) as (clock, server, _, race):
