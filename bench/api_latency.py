@@ -233,6 +233,25 @@ async def paced(base: str, path: str, clients: int, interval: float, seconds: fl
     return _results(connections)
 
 
+def bench_storage(prefix: str) -> tuple:
+    """An embedded Postgres (deleted on exit) holding a Dagster storage and a migrated task registry: the server, a
+    DAGSTER_HOME using that storage, and the registry's URL (also bench/security_probe.py's)."""
+    from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
+    from maintenance_jobs.database.migrate import upgrade
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    server = start_embedded_postgres(work / "pgdata", delete_on_exit=True)
+    server_url = psycopg2_url(server.get_uri())
+    dagster_url = ensure_database(server_url, "dagster")
+    registry_url = ensure_database(server_url, "maintenance")
+    upgrade(registry_url)
+    home = work / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        f"storage:\n  postgres:\n    postgres_url: {dagster_url}\ntelemetry:\n  enabled: false\n")
+    return server, home, registry_url
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=100_000)
@@ -252,19 +271,11 @@ def main() -> int:
 
     import dagster as dg
 
-    from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
-    from maintenance_jobs.database.migrate import upgrade
+    from local_stack.embedded_postgres import ensure_database, psycopg2_url
 
-    work = Path(tempfile.mkdtemp(prefix="bench-api-"))
-    server = start_embedded_postgres(work / "pgdata", delete_on_exit=True)
+    server, home, registry_url = bench_storage("bench-api-")
+    work = home.parent
     server_url = psycopg2_url(server.get_uri())
-    dagster_url = ensure_database(server_url, "dagster")
-    registry_url = ensure_database(server_url, "maintenance")
-    upgrade(registry_url)
-    home = work / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text(
-        f"storage:\n  postgres:\n    postgres_url: {dagster_url}\ntelemetry:\n  enabled: false\n")
     began = time.perf_counter()
     with dg.DagsterInstance.from_config(str(home)) as instance:
         in_storage = insert_runs(instance, args.runs, 0.10)

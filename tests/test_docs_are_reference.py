@@ -24,9 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS_MAX_LINES = 400
 # This file quotes refused phrases in its own table.
 SELF = Path(__file__).resolve().relative_to(REPO_ROOT).as_posix()
-# SECURITY.md is not read yet: it is being rewritten, and still quotes "the last audit" and "before the fix" (issue 44).
-# Add it here once it reads as reference.
-DOCS = ("README.md", "BENCHMARKS.md", "RELIABILITY.md")
+DOCS = ("README.md", "BENCHMARKS.md", "RELIABILITY.md", "SECURITY.md")
 
 # A count that follows "run"/"runs"/"stop" as a quantity ("run 3 times", "runs 5 at once") is not history.
 _QUANTITY = (
