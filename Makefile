@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast test-unit test-live bench clean
+.PHONY: install run test test-measured test-fast test-unit test-live system-packages system-packages-fast bench clean
 
 install: $(STAMP)
 
@@ -35,25 +35,36 @@ run: install
 # equal weight four workers starved the outage stack (BENCHMARKS.md "Test suite").
 TEST_WORKERS ?= 4
 
-# test-artifacts/junit.xml feeds bench/suite_times.py (time per file, slowest tests: BENCHMARKS.md "Test suite").
-# bench/suite_host.py then prints, last (where a CI log's tail shows it), what CPU the host gave the run and when each
-# worker ended: the timing tests' failures under a starved CPU are told apart from the code's.
-test: install
+test: install system-packages
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)
+
+# The same suite, measured (BENCHMARKS.md "Test suite"): test-artifacts/junit.xml carries each test's CPU seconds and
+# worker for bench/suite_times.py (time and CPU per file), and bench/suite_host.py then prints what CPU the host gave
+# the run and when each worker ended.
+test-measured: install system-packages
 	$(BIN)/python bench/suite_host.py snapshot test-artifacts/host-start.json
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 \
 		--junitxml=test-artifacts/junit.xml --durations=15 $(PYTEST_ARGS); \
 	status=$$?; $(BIN)/python bench/suite_host.py report test-artifacts/host-start.json test-artifacts/junit.xml; \
 	exit $$status
 
+# The Debian packages the tests run (promtool, amtool, nginx; for the whole suite also chromium, docker.io and
+# debootstrap), installed when missing: as root, or through sudo, saying so (tools/system_packages.sh).
+system-packages:
+	tools/system_packages.sh all
+
+system-packages-fast:
+	tools/system_packages.sh fast
+
 # The inner loop: everything that needs no Docker engine and no whole stack (markers `production` and `slow`), side by
 # side. `make test` and CI run everything.
 FAST_WORKERS ?= 3
-test-fast: install
+test-fast: install system-packages-fast
 	$(BIN)/python -m pytest -n $(FAST_WORKERS) -m 'not slow and not production' $(PYTEST_ARGS)
 
 # The compose deployment on a real Docker engine (part of `make test` too); needs docker.io and debootstrap, and root
 # to start dockerd when no engine is running.
-test-live: install
+test-live: install system-packages
 	$(BIN)/python -m pytest -m production -s $(PYTEST_ARGS)
 
 test-unit: install

@@ -19,7 +19,7 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None and os.environ.get("CI") !=
 
 def launch(playwright):
     """A headless Chromium; under CI=true a missing binary fails instead of skipping (see needs_chromium)."""
-    assert CHROMIUM, "CI=true but no chromium binary: .ci/run must install Debian's chromium package"
+    assert CHROMIUM, "CI=true but no chromium binary: make test must install Debian's chromium package"
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 

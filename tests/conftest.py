@@ -154,9 +154,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 # --- What each test costs the CPU ------------------------------------------------------------------------------------
 # The 2-core machine runs `make test` CPU-bound (bench/suite_cpu.py): a file's wall time says little about what it
-# costs the others beside it. Each test's CPU seconds (its worker's own, plus the subprocesses it ran and reaped:
-# CLIs, servers it stopped) go into the JUnit report as the property `cpu_seconds`; bench/suite_times.py sums them
-# per file. Containers and processes a test leaves to others (a compose stack's run containers) are not in it.
+# costs the others beside it. When a JUnit report is asked for (`make test-measured`), each test's CPU seconds (its
+# worker's own, plus the subprocesses it ran and reaped: CLIs, servers it stopped) go into it as the property
+# `cpu_seconds`; bench/suite_times.py sums them per file. Containers and processes a test leaves to others (a compose
+# stack's run containers) are not in it. `make test` asks for no report and counts nothing.
 
 
 def cpu_seconds_used() -> float:
@@ -173,7 +174,8 @@ def pytest_runtest_setup(item: pytest.Item):
         nice = autogroup_nice_for(group_of_node(item.nodeid))
         if item.config.stash.get(WORKER_NICE, 0) != nice and set_worker_nice(nice):
             item.config.stash[WORKER_NICE] = nice
-    item.stash[CPU_AT_START] = cpu_seconds_used()  # before the fixtures: a module's set-up goes to its first test
+    if item.config.option.xmlpath:
+        item.stash[CPU_AT_START] = cpu_seconds_used()  # before the fixtures: a module's set-up goes to its first test
     return (yield)
 
 

@@ -1,5 +1,5 @@
 """Alertmanager's configuration (deploy/alertmanager): `amtool check-config`, the routing tree through
-`amtool config routes test`, and a real Alertmanager (Debian's prometheus-alertmanager; .ci/run installs it) posting
+`amtool config routes test`, and a real Alertmanager (Debian's prometheus-alertmanager; make test installs it) posting
 to a local webhook receiver: one message per incident, inhibition by a down daemon or code server, "resolved"."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
         pytest.fail(f"{name} not found: install Debian's prometheus-alertmanager package "
-                    "(apt-get install --no-install-recommends prometheus-alertmanager); .ci/run does this in CI")
+                    "(apt-get install --no-install-recommends prometheus-alertmanager); make test does this")
     return found
 
 

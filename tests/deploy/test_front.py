@@ -1,4 +1,4 @@
-"""The front of the Dagster webserver (deploy/front): the real nginx (Debian's `nginx` package; .ci/run installs it),
+"""The front of the Dagster webserver (deploy/front): the real nginx (Debian's `nginx` package; make test installs it),
 started by the repository's deploy/front/entrypoint.sh with its nginx.conf.template, in front of a stand-in webserver
 on loopback that records every request reaching it and echoes websocket messages. Probed over sockets from an
 attacker's side: what a page the operator opens can send (an <img> GET, a form POST, a cross-site fetch or websocket,
@@ -41,7 +41,7 @@ def nginx_binary() -> str:
     found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
     if found is None:
         pytest.fail("nginx not found: install Debian's nginx package (apt-get install --no-install-recommends nginx); "
-                    ".ci/run does this in CI")
+                    "make test does this")
     return found
 
 

@@ -1,4 +1,4 @@
-"""Prometheus config and alert rules through `promtool` (Debian's `prometheus` package; CI installs it in .ci/run),
+"""Prometheus config and alert rules through `promtool` (Debian's `prometheus` package; make test installs it),
 and a check that the rules use the control API's metrics only."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     executable = shutil.which("promtool")
     if executable is None:
         pytest.fail("promtool not found: install Debian's prometheus package "
-                    "(apt-get install --no-install-recommends prometheus); .ci/run does this in CI")
+                    "(apt-get install --no-install-recommends prometheus); make test does this")
     return subprocess.run([executable, *args], capture_output=True, text=True, timeout=120)
 
 

@@ -1,4 +1,4 @@
-"""A real Prometheus (Debian's package; .ci/run installs it) scraping the real control API with the production scrape
+"""A real Prometheus (Debian's package; make test installs it) scraping the real control API with the production scrape
 job and evaluating the production rules: the series keep the metrics' own labels (the Dagster `job`), carry none of
 the target's (instance, job="control-api"), and the alerts come out with the labels the rules and messages expect."""
 
@@ -30,7 +30,7 @@ def prometheus_binary() -> str:
     found = shutil.which("prometheus")
     if found is None:
         pytest.fail("prometheus not found: install Debian's prometheus package (apt-get install "
-                    "--no-install-recommends prometheus); .ci/run does this in CI")
+                    "--no-install-recommends prometheus); make test does this")
     return found
 
 

@@ -245,7 +245,7 @@ def start_dockerd(state_dir: Path, users_file: Path) -> DockerEngine:
 
 
 def engine_for_test(state_dir: Path = ENGINE_STATE_DIR) -> DockerEngine:
-    """`ensure_engine` for a test fixture: skips without an engine, but fails under CI=true, where `.ci/run` installs
+    """`ensure_engine` for a test fixture: skips without an engine, but fails under CI=true, where `make test` installs
     Debian's docker.io (a skipped deployment test must never pass for a green CI)."""
     import pytest
 
@@ -253,5 +253,5 @@ def engine_for_test(state_dir: Path = ENGINE_STATE_DIR) -> DockerEngine:
         return ensure_engine(state_dir)
     except DockerUnavailable as exc:
         if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but no Docker engine: {exc} (.ci/run installs Debian's docker.io)")
+            pytest.fail(f"CI=true but no Docker engine: {exc} (make test installs Debian's docker.io)")
         pytest.skip(f"no Docker engine: {exc}")
