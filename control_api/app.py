@@ -7,6 +7,7 @@ import logging
 import math
 import threading
 import uuid
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 
 import sqlalchemy as sa
@@ -17,13 +18,11 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, multiprocess
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_api import schedulers
 from control_api.auth import ApiKeyMiddleware, add_security_scheme
 from control_api.config import ApiSettings, settings_from_env
 from control_api.deps import ApiState
 from control_api.docs_page import add_docs_routes
 from control_api.executions import CursorError
-from control_api.metrics import StorageCollector
 from control_api.openapi_errors import add_error_responses
 from control_api.routes.executions import router as executions_router
 from control_api.routes.status import router as status_router
@@ -34,6 +33,8 @@ from maintenance_jobs.registry import DuplicateTask, TaskNotFound, TaskValidatio
 from maintenance_jobs.text_rules import json_nesting_over
 from maintenance_jobs.trigger import TaskNotRunnable, TaskRefused
 from orchestration_core.dagster_webserver import LaunchRejected, WebserverUnavailable
+from platform_monitoring.catalog import CatalogUnavailable
+from platform_monitoring.metrics import StorageCollector
 
 log = logging.getLogger("control_api")
 
@@ -195,6 +196,13 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def webserver_down(_: Request, exc: WebserverUnavailable) -> JSONResponse:
         return _error(503, f"cannot launch runs now: {exc}")
 
+    @app.exception_handler(CatalogUnavailable)
+    async def no_catalog(request: Request, exc: CatalogUnavailable) -> JSONResponse:
+        # The webserver has not answered since this process started: what exists is unknown, not empty.
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        return _error(503, "schedules and sensors are unknown now: the Dagster webserver has not listed them; "
+                           "try again later")
+
     @app.exception_handler(LaunchRejected)
     async def launch_rejected(_: Request, exc: LaunchRejected) -> JSONResponse:
         return _error(502, f"the Dagster webserver refused the launch: {exc}")
@@ -227,18 +235,20 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(500, "internal error", error_id=error_id)
 
 
-def load_definitions_at_start(freeze_heap: bool) -> None:
-    """Load the code locations' definitions, then (`freeze_heap`) move everything the start-up created out of the
-    garbage collector's sight.
+def catalog_at_start(catalog: Callable[[], object], freeze_heap: bool) -> None:
+    """Ask the webserver for the catalog of schedules, sensors and jobs, then (`freeze_heap`) move everything the
+    start-up created out of the garbage collector's sight.
 
-    The process holds about 220,000 objects once Dagster and both code locations are imported, nearly all of them
-    alive until it exits, and a full collection scans them all: 130-240 ms measured on the 2-core reference machine,
-    during which this worker answers nothing (the one-in-a-hundred slow request of bench/api_latency.py). Frozen
-    (`gc.freeze`), they are left out of every later collection; objects freed by reference counting are still
-    freed, only a reference cycle among them that dies later is kept. Off for in-process apps (tests), whose heap is
-    the test runner's.
+    The process holds a large heap once Dagster is imported, nearly all of it alive until it exits, and a full
+    collection scans it all, during which this worker answers nothing (the one-in-a-hundred slow request of
+    bench/api_latency.py). Frozen (`gc.freeze`), it is left out of every later collection; objects freed by reference
+    counting are still freed, only a reference cycle among them that dies later is kept. Off for in-process apps
+    (tests), whose heap is the test runner's.
     """
-    schedulers.load_definitions()
+    try:
+        catalog()
+    except CatalogUnavailable:
+        pass  # logged by the catalog; asked again by the first request that needs it
     if freeze_heap:
         gc.collect()
         gc.freeze()
@@ -260,15 +270,16 @@ def create_app(settings: ApiSettings, freeze_startup_heap: bool = False) -> Fast
         instance=lambda: state.instance,
         registry=lambda: state.registry,
         racing=lambda: state.racing,
+        catalog=lambda: state.catalog(),
         heartbeat_max_age_seconds=settings.heartbeat_max_age_seconds,
         code_servers=settings.code_servers,
     ))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        # Load both code locations' definitions now (about 1 s), so the first /health lists the schedules and
-        # sensors within its deadline instead of reporting that probe timed out.
-        threading.Thread(target=load_definitions_at_start, args=(freeze_startup_heap,), name="load-definitions",
+        # Ask the webserver for the schedules and sensors now, so the first /health lists them within its deadline
+        # instead of reporting that probe timed out.
+        threading.Thread(target=catalog_at_start, args=(state.catalog, freeze_startup_heap), name="catalog",
                          daemon=True).start()
         yield
         state.close()

@@ -19,20 +19,16 @@ from pydantic import (
 from pydantic_settings import NoDecode
 
 from control_api.docs_page import DOCS_ASSET_PATHS
-from control_api.liveness import CodeServer, parse_code_servers
+from platform_monitoring.liveness import DEFAULT_HEARTBEAT_MAX_AGE_SECONDS, CodeServer, parse_code_servers
 from orchestration_core.settings import SettingsBase, platform_settings, secret
 
 DEFAULT_PUBLIC_PATHS = (
     frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/metrics"}) | DOCS_ASSET_PATHS
 )
-# Daemons heartbeat every 30 s; two missed beats and a margin mean "not running".
-DEFAULT_HEARTBEAT_MAX_AGE_SECONDS = 90.0
 DEFAULT_CACHE_SECONDS = 1.0
 # /metrics is public (Prometheus scrapes without a key): one rendering serves every scrape for this long, so
 # anonymous scrapers cannot load the databases or the API's threads.
 DEFAULT_METRICS_CACHE_SECONDS = 5.0
-# The daemons that must be alive for registry tasks to be dispatched and launched.
-SCHEDULING_DAEMONS = ("SENSOR", "QUEUED_RUN_COORDINATOR")
 # Set by `maintenance-api --workers N` for its worker processes only: carries --insecure-dev to them.
 INSECURE_DEV_ENV = "_MAINTENANCE_API_INSECURE_DEV"
 
@@ -89,7 +85,7 @@ class ApiSettings(SettingsBase):
         description="internal: where --workers N keep their request counters (prometheus_client's variable)")
     # Hold pooled connections to Dagster storage (its default opens one per query) and cap statement time.
     optimize_instance: bool = Field(True, exclude=True)
-    # The deployment's code servers, pinged by /health and /metrics (control_api/liveness.py); comma-separated
+    # The deployment's code servers, pinged by /health and /metrics (platform_monitoring/liveness.py); comma-separated
     # location=host:port in the environment, as in its workspace.yaml. Empty: none (the local stack's are
     # subprocesses of the webserver and the daemon).
     code_servers: Annotated[tuple[CodeServer, ...], NoDecode] = Field(

@@ -16,10 +16,11 @@ from fastapi.responses import Response
 
 from control_api.config import ApiSettings
 from control_api.response_cache import ResponseCache
-from control_api.status import HealthProbes
 from maintenance_jobs.seed import prepare_registry
 from orchestration_core.dagster_webserver import DagsterWebserverClient
 from orchestration_core.postgres import create_engine
+from platform_monitoring.catalog import QUERY_TIMEOUT_SECONDS, WebserverCatalog
+from platform_monitoring.status import HealthProbes
 
 
 class ApiState:
@@ -57,6 +58,12 @@ class ApiState:
     @cached_property
     def webserver(self) -> DagsterWebserverClient:
         return DagsterWebserverClient(self.settings.webserver_url)
+
+    @cached_property
+    def catalog(self) -> WebserverCatalog:
+        """The schedules, sensors and jobs of every code location, as the webserver lists them."""
+        return WebserverCatalog(DagsterWebserverClient(self.settings.webserver_url,
+                                                       timeout_seconds=QUERY_TIMEOUT_SECONDS))
 
     @property
     def instance(self) -> dg.DagsterInstance:

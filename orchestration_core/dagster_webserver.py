@@ -1,4 +1,5 @@
-"""Launching runs through the Dagster webserver's GraphQL API, the path Dagster documents for other processes.
+"""Launching runs and reading what the code locations declare through the Dagster webserver's GraphQL API, the path
+Dagster documents for other processes.
 
 The webserver resolves the job in the code location that owns it, so the run carries that location's origin,
 including the image its code server reports (DAGSTER_CURRENT_IMAGE): the Docker run launcher then starts the run
@@ -35,6 +36,10 @@ class WebserverUnavailable(RuntimeError):
 
 class LaunchRejected(RuntimeError):
     """The webserver answered but refused the launch (unknown job, invalid config, ...)."""
+
+
+class QueryRejected(RuntimeError):
+    """The webserver answered a query with GraphQL errors (a field this Dagster version does not know, ...)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,27 @@ class DagsterWebserverClient:
         # A launchRun answer with a 500 is Dagster's PythonError (e.g. a resource's environment variable missing in
         # the code location): the webserver is up and refused this launch, with a message worth showing.
         return launched_run_id(body)
+
+    def query(self, document: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The `data` of a GraphQL query; WebserverUnavailable when the webserver cannot answer, QueryRejected when
+        it answers with errors."""
+        try:
+            response = httpx.post(f"{self.url.rstrip('/')}/graphql",
+                                  json={"query": document, "variables": variables or {}}, timeout=self.timeout_seconds)
+        except httpx.HTTPError as exc:
+            raise WebserverUnavailable(f"Dagster webserver at {self.url} unreachable: {exc}") from None
+        try:
+            body = response.json()
+        except ValueError:
+            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered non-JSON ({response.status_code})")
+        if not isinstance(body, dict):
+            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered {type(body).__name__}, not an object")
+        if body.get("errors"):
+            raise QueryRejected("; ".join(str(e.get("message", e)) if isinstance(e, dict) else str(e)
+                                          for e in body["errors"]))
+        if response.status_code >= 400 or not isinstance(body.get("data"), dict):
+            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered {response.status_code} without data")
+        return body["data"]
 
 
 def launched_run_id(body: dict[str, Any]) -> str:

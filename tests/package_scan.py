@@ -14,7 +14,8 @@ from pathlib import Path
 
 from tests.conftest import REPO_ROOT
 
-PRODUCTION_PACKAGES = ("orchestration_core", "racing_orchestration", "maintenance_jobs", "control_api")
+PRODUCTION_PACKAGES = ("orchestration_core", "racing_orchestration", "maintenance_jobs", "platform_monitoring",
+                       "control_api")
 
 # What reads the process environment: os.environ / os.environb (any use but assigning or deleting an item) and
 # os.getenv / os.getenvb.
@@ -122,3 +123,31 @@ def dagster_internal_imports(tree: ast.Module) -> list[int]:
         elif isinstance(node, ast.Import) and any(alias.name.startswith("dagster._") for alias in node.names):
             lines.append(node.lineno)
     return sorted(lines)
+
+
+# What imports a module named by a string: importlib.import_module, importlib.__import__ / the builtin __import__,
+# importlib.util.find_spec (which imports the parent packages of the name it is given).
+DYNAMIC_IMPORTS = frozenset({"import_module", "__import__", "find_spec"})
+
+
+def dynamic_imports(tree: ast.Module) -> list[tuple[int, str | None]]:
+    """(line, module name) of each import by string: `importlib.import_module("x")` under any alias, `from importlib
+    import import_module as load`, `importlib.util.find_spec`, `__import__`. The name is None when it is not a string
+    literal (a variable, an f-string): what the call imports cannot be read from the source."""
+    modules = _module_aliases(tree, "importlib", DYNAMIC_IMPORTS)
+    imported = _imported_names(tree, "importlib", DYNAMIC_IMPORTS)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        hit = ((isinstance(func, ast.Attribute) and func.attr in DYNAMIC_IMPORTS and _root_name(func.value) in modules)
+               or (isinstance(func, ast.Name) and (func.id in imported or func.id == "__import__"))
+               or _getattr_of(func, modules, DYNAMIC_IMPORTS))
+        if not hit:
+            continue
+        name = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg in ("name", "fullname")),
+                                                   None)
+        found.append((node.lineno, name.value if isinstance(name, ast.Constant) and isinstance(name.value, str)
+                      else None))
+    return sorted(found, key=lambda item: item[0])

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import dagster as dg
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from control_api import schedulers, status
-from control_api.deps import ApiState, api_state, cached_from, instance
+from platform_monitoring import schedulers, status
+from control_api.deps import ApiState, api_state, cached_from
 
 router = APIRouter(tags=["status"])
 State = Annotated[ApiState, Depends(api_state)]
@@ -27,13 +26,16 @@ async def stats(state: State):
 def health(state: State):
     # Opening the instance is part of the Dagster probe: with its storage down that alone can hang or retry.
     result = status.health(lambda: state.instance, state.registry, state.settings.heartbeat_max_age_seconds,
-                           probes=state.health_probes, code_servers=state.settings.code_servers)
+                           probes=state.health_probes, catalog=state.catalog, code_servers=state.settings.code_servers)
     return JSONResponse(result.model_dump(mode="json"), status_code=503 if result.status == "unavailable" else 200)
 
 
-@router.get("/schedulers", response_model=list[schedulers.Instigator])
-def list_schedulers(dagster: Annotated[dg.DagsterInstance, Depends(instance)]):
-    return list(schedulers.list_instigators(dagster))
+@router.get("/schedulers", response_model=list[schedulers.Instigator],
+            responses={503: {"description": "the Dagster webserver has not listed the schedules and sensors yet"}})
+def list_schedulers(state: State):
+    # What exists comes from the webserver (its last answer while it is down); state and ticks from storage. Before
+    # the webserver ever answered, CatalogUnavailable is a 503 (control_api/app.py).
+    return list(schedulers.list_instigators(state.instance, state.catalog().instigators))
 
 
 @router.get("/metrics", response_class=Response,

@@ -1,20 +1,29 @@
-"""The control API served for real: uvicorn on a free port in a background thread, Postgres behind it."""
+"""The control API served for real: uvicorn on a free port in a background thread, Postgres behind it, and a real
+Dagster webserver (its own process, the public `dagster-webserver` command) serving both code locations: the API's
+monitoring asks it which schedules, sensors and jobs exist."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 import httpx
 import pytest
 import uvicorn
+import yaml
 
 from local_stack.stack import free_port
 from control_api.app import create_app
 from control_api.config import ApiSettings
+from tests.conftest import REPO_ROOT, pooled_postgres_storage
 
 API_KEY = "test-key-0123456789abcdef"
 
@@ -80,6 +89,67 @@ def _dispose_storage_pools(instance: dg.DagsterInstance) -> None:
         engine = getattr(storage, "_engine", None)
         if engine is not None:
             engine.dispose()
+
+
+WEBSERVER_START_SECONDS = 240
+
+
+@contextmanager
+def webserver_process(dagster_database_url: str, home: Path, workspace: Path = REPO_ROOT / "workspace.yaml"
+                      ) -> Iterator[str]:
+    """`dagster-webserver -w workspace.yaml` on a free port, its instance on the session's storage and queueing runs
+    (nothing dequeues them here); yields its URL once its GraphQL lists every location of `workspace` loaded."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text(yaml.safe_dump({
+        "storage": pooled_postgres_storage(dagster_database_url),
+        "run_coordinator": {"module": "dagster._core.run_coordinator", "class": "QueuedRunCoordinator"},
+        "telemetry": {"enabled": False},
+    }))
+    port = free_port()
+    log = (home / "webserver.log").open("wb")
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("dagster-webserver")), "-w", str(workspace), "-h", "127.0.0.1", "-p",
+         str(port)], cwd=REPO_ROOT, env={**os.environ, "DAGSTER_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_loaded(url, process, home / "webserver.log")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def wait_until_loaded(url: str, process: subprocess.Popen, log: Path) -> None:
+    from platform_monitoring.catalog import WORKSPACE_QUERY, location_entries
+    from orchestration_core.dagster_webserver import DagsterWebserverClient, QueryRejected, WebserverUnavailable
+
+    client = DagsterWebserverClient(url, timeout_seconds=10)
+    deadline = time.monotonic() + WEBSERVER_START_SECONDS
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"dagster-webserver exited {process.returncode}: {log.read_text()[-2000:]}")
+        try:
+            loaded, problems = location_entries(client.query(WORKSPACE_QUERY))
+            if loaded and not problems:
+                return
+        except (WebserverUnavailable, QueryRejected):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"dagster-webserver did not load its locations: {log.read_text()[-2000:]}")
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def dagster_webserver_url(dagster_database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """For the control API's tests: a webserver serving both code locations (the session's shared fixture serves the
+    maintenance location only)."""
+    with webserver_process(dagster_database_url, tmp_path_factory.mktemp("webserver-home")) as url:
+        yield url
 
 
 @pytest.fixture

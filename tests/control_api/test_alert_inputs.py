@@ -1,17 +1,16 @@
 """The pure logic behind the alert rules' inputs: daemon liveness, code-server addresses, tick state (failed ticks in a
-row, the last error, lateness), cron intervals and grace, retry limits (control_api/liveness.py, schedulers.py,
-overdue.py, alert_metrics.py)."""
+row, the last error, lateness), cron intervals and grace, retry limits (platform_monitoring/liveness.py,
+schedulers.py, overdue.py, alert_metrics.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from types import SimpleNamespace
 
-import dagster as dg
 import pytest
 
-from control_api.alert_metrics import run_retry_limits, step_retry_limits
-from control_api.liveness import (
+from platform_monitoring.alert_metrics import run_retry_limits, step_retry_limits
+from platform_monitoring.liveness import (
     CodeServer,
     code_server_states,
     daemon_liveness,
@@ -19,14 +18,16 @@ from control_api.liveness import (
     parse_code_servers,
     sensor_tick_inputs,
 )
-from control_api.overdue import (
+from platform_monitoring.catalog import Definition, Job
+from platform_monitoring.job_policies import load_policies, retry_window_seconds
+from platform_monitoring.overdue import (
     longest_cron_gap_seconds,
-    retry_window_seconds,
     scheduled_jobs,
     slack_seconds,
     task_schedule,
 )
-from control_api.schedulers import Definition, load_definitions, load_jobs, tick_error_text, tick_state
+from platform_monitoring.schedulers import tick_error_text, tick_state
+from tests.control_api.job_policies import code_definitions, repositories
 from maintenance_jobs.schedule import CronFields
 from orchestration_core.dagster_internals import (
     InstigatorStatus,
@@ -121,19 +122,9 @@ def tick(status: str, timestamp: float, consecutive: int = 0, failure_count: int
                            failure_count=failure_count, error=err)
 
 
-@dg.sensor(job_name="some_job", minimum_interval_seconds=15, default_status=dg.DefaultSensorStatus.RUNNING)
-def fast_sensor():
-    return None
-
-
-@dg.schedule(cron_schedule="0 6 * * *", job_name="some_job", execution_timezone="Pacific/Auckland",
-             default_status=dg.DefaultScheduleStatus.RUNNING)
-def daily_schedule():
-    return None
-
-
-SENSOR = Definition("racing_orchestration", "sensor", fast_sensor)
-SCHEDULE = Definition("racing_orchestration", "schedule", daily_schedule)
+SENSOR = Definition("racing_orchestration", "__repository__", "sensor", "fast_sensor", True, minimum_interval_seconds=15)
+SCHEDULE = Definition("racing_orchestration", "__repository__", "schedule", "daily_schedule", True,
+                      cron_schedule="0 6 * * *", timezone="Pacific/Auckland", job_name="some_job")
 
 
 def sensor_state(started: float | None = None):
@@ -243,34 +234,30 @@ def test_task_schedule_from_the_registry_row() -> None:
 
 
 def test_racing_jobs_from_their_schedules_with_their_retry_windows() -> None:
-    jobs = {job.job: job for job in scheduled_jobs(load_definitions())}
+    jobs = {job.job: job for job in scheduled_jobs(code_definitions(), load_policies())}
     # The morning scrape: daily, and its 3 retries 30 minutes apart (failed or still-empty combinations) + 1 h.
     assert (jobs["morning_scrape"].expected_interval_seconds, jobs["morning_scrape"].grace_seconds) == (
         86400, 3 * 1800 + 3600)
     assert (jobs["cleanup_job_runs"].expected_interval_seconds, jobs["cleanup_job_runs"].grace_seconds) == (86400, 3600)
     # card_refresh skips once the day's last race has started: it declares two days.
     assert jobs["card_refresh"].expected_interval_seconds == 2 * 86400
-    assert retry_window_seconds(load_jobs()[("racing_orchestration", "pre_race_t15")]) == 60 + 120  # LINEAR 60 s
+    racing = dict(repositories())["racing_orchestration"]
+    assert retry_window_seconds(racing.get_job("pre_race_t15")) == 60 + 120  # LINEAR 60 s
 
 
 # ---- retry limits ------------------------------------------------------------------------------------------------
 
 
 def test_step_retry_limits_are_each_jobs_own_policies() -> None:
-    limits = step_retry_limits(load_jobs().values())
+    jobs = [Job(location, job) for location, names in (("racing_orchestration", ("morning_scrape", "pre_race_t15",
+            "pre_race_t60", "post_race_t5")), ("maintenance_jobs", ("example_executor",))) for job in names]
+    limits = step_retry_limits(jobs, load_policies())
     assert limits["morning_scrape"] == 3 and limits["pre_race_t15"] == 2 and limits["pre_race_t60"] == 2
     assert limits["post_race_t5"] == 0 and limits["example_executor"] == 0
 
 
 def test_run_retry_limits_per_job_and_per_task() -> None:
-    @dg.job(tags={"dagster/max_retries": "4"})
-    def tagged():
-        pass
-
-    @dg.job
-    def plain():
-        pass
-
+    tagged, plain = Job("l", "tagged", {"dagster/max_retries": "4"}), Job("l", "plain")
     created = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     tasks = [task_schedule("five", "example_executor", CronFields(), 60, 5, created),
              task_schedule("none", "example_executor", CronFields(), 60, 0, created)]

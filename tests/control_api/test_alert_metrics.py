@@ -18,7 +18,7 @@ from dagster._core.test_utils import create_run_for_test, freeze_time
 from dagster._daemon.types import DaemonHeartbeat
 
 from control_api.app import create_app
-from control_api.liveness import CodeServer
+from platform_monitoring.liveness import CodeServer
 from local_stack.stack import free_port
 from tests.code_server import module_workspace, running_code_server
 from tests.control_api.conftest import RunningApi, _dispose_storage_pools, answered, answered_health, serve
@@ -241,7 +241,7 @@ def test_the_step_retry_highest_number_per_job(api: RunningApi) -> None:
 
 def test_newest_ticks_are_what_dagster_returns(pg_instance: dg.DagsterInstance) -> None:
     """The control API's one-query tick read (index walk per instigator) against Dagster's own, on Postgres."""
-    from control_api.schedulers import newest_ticks
+    from platform_monitoring.schedulers import newest_ticks
     from orchestration_core.dagster_internals import TickData, TickStatus
 
     from dagster._core.scheduler.instigation import InstigatorType

@@ -19,9 +19,9 @@ from control_api.config import (
     settings_from_env,
 )
 from control_api.executions import CursorError, decode_cursor, encode_cursor, execution_status
-from control_api.metrics import histogram_buckets
-from control_api.schedulers import next_cron_time
-from control_api.status import heartbeat_ages, maintenance_limit, scheduler_running
+from platform_monitoring.metrics import histogram_buckets
+from platform_monitoring.schedulers import next_cron_time
+from platform_monitoring.status import heartbeat_ages, maintenance_limit, scheduler_running
 
 pytestmark = pytest.mark.unit
 S = dg.DagsterRunStatus
@@ -188,7 +188,7 @@ def test_openapi_declares_bearer_auth_except_on_public_paths() -> None:
 
 
 def test_stats_counts_use_the_executions_status_mapping() -> None:
-    from control_api.status import count_by_execution_status
+    from platform_monitoring.status import count_by_execution_status
 
     rows = [("SUCCESS", None, 4), ("FAILURE", None, 2), ("FAILURE", "timeout", 1), ("CANCELED", "timeout", 2),
             ("CANCELED", "canceled", 1), ("QUEUED", None, 3), ("STARTED", None, 1), ("STARTING", None, 1)]

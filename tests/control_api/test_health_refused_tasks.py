@@ -69,6 +69,6 @@ def test_health_names_refused_tasks_without_quoting_their_config(
     ("no separator at all", "config"),
 ])
 def test_public_problem_names_the_field_only(problem: str, shown: str) -> None:
-    from control_api.status import public_problem
+    from platform_monitoring.status import public_problem
 
     assert public_problem(problem) == f"{shown}: refused by the current settings (the authenticated task view says why)"

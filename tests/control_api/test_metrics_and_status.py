@@ -372,15 +372,11 @@ def test_racing_day_completeness_figures_of_the_latest_checks(api: RunningApi, p
 def test_instigator_health_rows_state_and_last_tick(stored, default_running, running) -> None:
     from types import SimpleNamespace
 
-    from control_api.schedulers import Definition, instigator_health_rows, selector_id
+    from platform_monitoring.catalog import Definition
+    from platform_monitoring.schedulers import instigator_health_rows, selector_id
     from orchestration_core.dagster_internals import InstigatorStatus
 
-    @dg.sensor(job_name="some_job", default_status=dg.DefaultSensorStatus.RUNNING if default_running
-               else dg.DefaultSensorStatus.STOPPED)
-    def probe_sensor():
-        return None
-
-    item = Definition("maintenance_jobs", "sensor", probe_sensor)
+    item = Definition("maintenance_jobs", "__repository__", "sensor", "probe_sensor", default_running)
     states = {selector_id(item): SimpleNamespace(status=InstigatorStatus[stored])} if stored else {}
     [row] = instigator_health_rows((item,), states, {selector_id(item): (1_700_000_000.0, "skipped")})
     assert (row.name, row.type, row.location, row.running) == ("probe_sensor", "sensor", "maintenance_jobs", running)
@@ -430,14 +426,15 @@ def test_a_hanging_schedule_storage_probe_is_cut_by_the_same_deadline(registry_u
     databases `ok` and the probe reported timed out; once it answers, the next request shows the rows."""
     import threading
 
-    from control_api import status
-    from control_api.schedulers import InstigatorHealth
+    from platform_monitoring import status
+    from platform_monitoring.catalog import Catalog
+    from platform_monitoring.schedulers import InstigatorHealth
 
     release = threading.Event()
     row = InstigatorHealth(name="s", type="sensor", location="l", running=True, last_tick_at=None,
                            last_tick_status=None)
 
-    def hanging(_instance):
+    def hanging(_instance, _items):
         assert release.wait(60)
         return [row]
 
@@ -447,13 +444,15 @@ def test_a_hanging_schedule_storage_probe_is_cut_by_the_same_deadline(registry_u
         # A deadline the two databases meet even on a starved host (0.3 s missed at load 34), which the hanging probe
         # cannot: cut at it, and reported with it.
         started = time.monotonic()
-        first = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging, deadline_seconds=5)
+        first = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging, deadline_seconds=5,
+                              catalog=lambda: Catalog((), ()))
         assert 5 <= time.monotonic() - started < 30
         assert (first.registry_database, first.dagster_storage) == ("ok", "ok")
         assert first.schedules_and_sensors_state == "timed out after 5.0 s" and first.schedules_and_sensors == []
         release.set()
         probes.start("instigators", lambda: None).result(timeout=60)  # the same probe in flight, now answered
-        second = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging)
+        second = status.health(pg_instance, engine, 60, probes=probes, instigators=hanging,
+                               catalog=lambda: Catalog((), ()))
         assert second.schedules_and_sensors_state == "ok" and second.schedules_and_sensors == [row]
     finally:
         release.set()

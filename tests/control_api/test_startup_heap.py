@@ -1,5 +1,5 @@
-"""The served API freezes its start-up heap (control_api.app.load_definitions_at_start): a full garbage collection
-then scans what requests create, not the ~220,000 objects of Dagster and the code locations (BENCHMARKS.md,
+"""The served API freezes its start-up heap (control_api.app.catalog_at_start): a full garbage collection
+then scans what requests create, not the objects of Dagster and of the start-up (BENCHMARKS.md,
 `/executions` tail latency)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.unit
 
 PROBE = """
 import gc, json, time
-from control_api.app import load_definitions_at_start
-load_definitions_at_start({freeze})
+from control_api.app import catalog_at_start
+catalog_at_start(lambda: None, {freeze})
 # The CPU time of a full collection, the least of three: wall time counted the waits of a starved host (run 51: a
 # frozen heap's collection 316 ms of wall time against the plain one's 236).
 spent = []

@@ -1,5 +1,5 @@
 """How long each scheduled thing may go without a success: every enabled maintenance task from its own cron fields,
-every racing job from its schedule. One generic alert rule compares these with the time since the last success, so a
+every scheduled job of the code locations from its schedule (as the webserver's catalog describes it). One generic alert rule compares these with the time since the last success, so a
 task added through the API is covered without touching a rule.
 
 expected interval: the longest gap between two consecutive due times of the cron, on the wall clock (a daily task
@@ -7,7 +7,7 @@ expected interval: the longest gap between two consecutive due times of the cron
     EXPECTED_INTERVAL_METADATA when it skips ticks by design (card_refresh stops after the day's last race).
 grace: how long a due run may legitimately take to succeed. A task: its timeout once per attempt
     (timeout_seconds x (max_retries + 1)); a racing job: the waits of its step retry policy (the morning scrape's
-    3 x 30 min, which also covers empty combinations tried again three times). Both plus a slack of a quarter of the
+    3 x 30 min, which also covers empty combinations tried again three times; job_policies.py). Both plus a slack of a quarter of the
     interval, at least 1 minute and at most 1 hour (queueing, the dispatcher's minute, the clock change's hour).
 
 A task counts as overdue when the time since its last successful run (since it was created, if it never succeeded)
@@ -17,7 +17,7 @@ exceeds interval + grace.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,12 +25,17 @@ import dagster as dg
 import sqlalchemy as sa
 from croniter import croniter
 
-from control_api.schedulers import Definition, load_jobs
 from maintenance_jobs.database.tables import scheduled_tasks
-from maintenance_jobs.dispatch import job_and_op
+from maintenance_jobs.executor_configs import BUILTIN_CONFIGS
 from maintenance_jobs.schedule import CronFields, cron_expression
 from orchestration_core.dagster_internals import RunsTable, RunTagsTable
 from orchestration_core.run_outcome import EXPECTED_INTERVAL_METADATA, TAG_MAINTENANCE_TASK
+from platform_monitoring.catalog import Definition
+from platform_monitoring.job_policies import JobPolicy
+
+# The maintenance location runs each built-in executor in the job of the same name and every plug-in executor in
+# this one (maintenance_jobs/jobs.py; tests/control_api/test_job_policies.py checks the two agree).
+PLUGIN_JOB_NAME = "plugin_executor"
 
 MIN_SLACK_SECONDS = 60.0
 MAX_SLACK_SECONDS = 3600.0
@@ -82,8 +87,12 @@ def task_schedule(name: str, executor: str, fields: CronFields, timeout_seconds:
     """Pure: a task row's expected interval and grace."""
     interval = longest_cron_gap_seconds(cron_expression(fields), day_or=False)
     grace = timeout_seconds * (max_retries + 1) + slack_seconds(interval)
-    job, _ = job_and_op(executor)
-    return TaskSchedule(name, executor, job.name, interval, grace, max_retries, created_at.timestamp())
+    return TaskSchedule(name, executor, task_job_name(executor), interval, grace, max_retries, created_at.timestamp())
+
+
+def task_job_name(executor: str) -> str:
+    """The maintenance job a task of `executor` runs in."""
+    return executor if executor in BUILTIN_CONFIGS else PLUGIN_JOB_NAME
 
 
 def enabled_task_schedules(registry: sa.Engine) -> list[TaskSchedule]:
@@ -124,35 +133,20 @@ class JobSchedule:
     grace_seconds: float
 
 
-def retry_window_seconds(job: dg.JobDefinition) -> float:
-    """The longest total wait of any step's retry policy in `job` (jitter at its largest)."""
-    longest = 0.0
-    for handle in job.graph.iterate_node_handles():
-        policy = job.get_retry_policy_for_handle(handle)
-        if policy is None or not policy.max_retries:
-            continue
-        delays = [dg.RetryPolicy(max_retries=policy.max_retries, delay=policy.delay, backoff=policy.backoff)
-                  .calculate_delay(attempt) for attempt in range(1, policy.max_retries + 1)]
-        jitter = (policy.delay or 0) * policy.max_retries if policy.jitter == dg.Jitter.PLUS_MINUS else 0
-        longest = max(longest, sum(delays) + jitter)
-    return longest
-
-
-def job_schedule(item: Definition, job: dg.JobDefinition) -> JobSchedule:
-    """Pure: a schedule's job with its expected interval (declared, else from the cron) and grace."""
-    schedule: dg.ScheduleDefinition = item.definition
-    declared = schedule.metadata.get(EXPECTED_INTERVAL_METADATA)
+def job_schedule(item: Definition, policy: JobPolicy | None) -> JobSchedule:
+    """Pure: a schedule's job with its expected interval (declared, else from the cron) and grace (its steps' retry
+    waits; none known: none)."""
+    declared = item.metadata.get(EXPECTED_INTERVAL_METADATA)
     if declared is not None:
-        interval = float(getattr(declared, "value", declared))
+        interval = float(declared)
     else:
-        crons = [schedule.cron_schedule] if isinstance(schedule.cron_schedule, str) else schedule.cron_schedule
+        crons = [item.cron_schedule] if isinstance(item.cron_schedule, str) else item.cron_schedule
         interval = min(longest_cron_gap_seconds(cron) for cron in crons)
-    grace = retry_window_seconds(job) + slack_seconds(interval)
-    return JobSchedule(job.name, item.location, schedule.name, interval, grace)
+    grace = (policy.retry_window_seconds if policy else 0.0) + slack_seconds(interval)
+    return JobSchedule(item.job_name, item.location, item.name, interval, grace)
 
 
-def scheduled_jobs(items: Iterable[Definition]) -> list[JobSchedule]:
-    """Every job of a running-by-default schedule of both locations (the definitions the control API loaded)."""
-    jobs = load_jobs()
-    return [job_schedule(item, jobs[(item.location, item.definition.job_name)]) for item in items
-            if item.kind == "schedule" and item.definition.default_status.value == "RUNNING"]
+def scheduled_jobs(items: Iterable[Definition], policies: Mapping[tuple[str, str], JobPolicy]) -> list[JobSchedule]:
+    """Every job of a running-by-default schedule of every location."""
+    return [job_schedule(item, policies.get((item.location, item.job_name))) for item in items
+            if item.kind == "schedule" and item.default_running]

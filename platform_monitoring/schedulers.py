@@ -1,19 +1,17 @@
-"""`GET /schedulers`: every schedule and sensor of both code locations, with state, ticks and last run outcome.
+"""Every schedule and sensor of every code location, with state, ticks and last run outcome (`GET /schedulers`,
+`/health`, and the tick state the alert rules read in `/metrics`).
 
-The definitions of both locations are loaded in this process (`racing_orchestration.definitions.defs`,
-`maintenance_jobs.definitions.defs`, once). Each instigator's stored state and ticks are looked up by its selector
-id (location, repository, name), which is what the daemon writes, so no gRPC workspace is needed. A schedule's
-next tick is its cron's next time in its timezone; a running sensor's is its last tick plus its interval.
+What each one is (its cron, interval, default status) comes from the webserver's catalog (catalog.py); its stored
+state and ticks are looked up in the instance by its selector id (location, repository, name), which is what the
+daemon writes. A schedule's next tick is its cron's next time in its timezone; a running sensor's is its last tick
+plus its interval.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import importlib
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 import dagster as dg
@@ -34,12 +32,8 @@ from orchestration_core.dagster_internals import (
     TickStatus,
 )
 from orchestration_core.run_outcome import outcome_of
+from platform_monitoring.catalog import Definition
 
-REPOSITORY_NAME = "__repository__"  # the repository name of a `dg.Definitions` object
-LOCATIONS = {
-    "racing_orchestration": "racing_orchestration.definitions",
-    "maintenance_jobs": "maintenance_jobs.definitions",
-}
 DEFAULT_SENSOR_INTERVAL_SECONDS = 30
 
 
@@ -57,43 +51,6 @@ class Instigator(BaseModel):
     last_run_id: str | None
     last_run_outcome: str | None
     last_run_at: dt.datetime | None
-
-
-@dataclass(frozen=True)
-class Definition:
-    location: str
-    kind: str
-    definition: dg.ScheduleDefinition | dg.SensorDefinition
-
-
-_LOADING = threading.Lock()
-
-
-def load_definitions() -> tuple[Definition, ...]:
-    """Both code locations' schedules and sensors, imported once per process. Single-flight: the start-up warm-up
-    and a request that arrives meanwhile share one import instead of running two at once."""
-    with _LOADING:
-        return _load_definitions()
-
-
-@lru_cache(maxsize=1)
-def _load_definitions() -> tuple[Definition, ...]:
-    found: list[Definition] = []
-    for location, module in LOCATIONS.items():
-        repository = importlib.import_module(module).defs.get_repository_def()
-        found += [Definition(location, "schedule", s) for s in repository.schedule_defs]
-        found += [Definition(location, "sensor", s) for s in repository.sensor_defs]
-    return tuple(sorted(found, key=lambda d: (d.location, d.kind, d.definition.name)))
-
-
-@lru_cache(maxsize=1)
-def load_jobs() -> dict[tuple[str, str], dg.JobDefinition]:
-    """(location, job name) -> job, for every job of both locations (asset jobs included)."""
-    found = {}
-    for location, module in LOCATIONS.items():
-        for job in importlib.import_module(module).defs.get_repository_def().get_all_jobs():
-            found[(location, job.name)] = job
-    return found
 
 
 def next_cron_time(cron: str | list[str], timezone: str | None, after: dt.datetime) -> dt.datetime:
@@ -114,30 +71,28 @@ def _state(stored, default_running: bool) -> str:
 
 
 def describe(instance: dg.DagsterInstance, item: Definition, now: dt.datetime) -> Instigator:
-    definition = item.definition
-    selector = InstigatorSelector(location_name=item.location, repository_name=REPOSITORY_NAME, name=definition.name)
-    selector_id = selector.get_id()
-    stored = instance.get_instigator_state(selector_id, selector_id)
-    state = _state(stored, definition.default_status.value == "RUNNING")
-    ticks = instance.get_ticks(selector_id, selector_id, limit=1)
+    key = selector_id(item)
+    stored = instance.get_instigator_state(key, key)
+    state = _state(stored, item.default_running)
+    ticks = instance.get_ticks(key, key, limit=1)
     last_tick = ticks[0] if ticks else None
     last_tick_at = dt.datetime.fromtimestamp(last_tick.timestamp, dt.UTC) if last_tick else None
     cron = timezone = interval = None
     next_tick = None
     if item.kind == "schedule":
-        cron, timezone = definition.cron_schedule, definition.execution_timezone
+        cron, timezone = item.cron_schedule, item.timezone
         if state == "running":
             next_tick = next_cron_time(cron, timezone, now)
         cron = cron if isinstance(cron, str) else ", ".join(cron)
     else:
-        interval = definition.minimum_interval_seconds or DEFAULT_SENSOR_INTERVAL_SECONDS
+        interval = item.minimum_interval_seconds or DEFAULT_SENSOR_INTERVAL_SECONDS
         if state == "running":
             next_tick = max(now, last_tick_at + dt.timedelta(seconds=interval)) if last_tick_at else now
     run_tag = "dagster/schedule_name" if item.kind == "schedule" else "dagster/sensor_name"
-    runs = instance.get_run_records(filters=dg.RunsFilter(tags={run_tag: definition.name}), limit=1)
+    runs = instance.get_run_records(filters=dg.RunsFilter(tags={run_tag: item.name}), limit=1)
     last_run = runs[0] if runs else None
     return Instigator(
-        name=definition.name,
+        name=item.name,
         type=item.kind,
         location=item.location,
         state=state,
@@ -153,18 +108,17 @@ def describe(instance: dg.DagsterInstance, item: Definition, now: dt.datetime) -
     )
 
 
-def list_instigators(instance: dg.DagsterInstance, now: dt.datetime | None = None) -> Iterator[Instigator]:
+def list_instigators(instance: dg.DagsterInstance, items: tuple[Definition, ...],
+                     now: dt.datetime | None = None) -> Iterator[Instigator]:
     moment = now or dt.datetime.now(dt.UTC)
-    for item in load_definitions():
+    for item in items:
         yield describe(instance, item, moment)
 
 
-@lru_cache(maxsize=1)
-def sensor_intervals() -> dict[tuple[str, str], float]:
+def sensor_intervals(items: tuple[Definition, ...]) -> dict[tuple[str, str], float]:
     """(location, sensor name) -> its minimum interval in seconds."""
-    return {(item.location, item.definition.name): float(item.definition.minimum_interval_seconds
-                                                           or DEFAULT_SENSOR_INTERVAL_SECONDS)
-            for item in load_definitions() if item.kind == "sensor"}
+    return {(item.location, item.name): float(item.minimum_interval_seconds or DEFAULT_SENSOR_INTERVAL_SECONDS)
+            for item in items if item.kind == "sensor"}
 
 
 class InstigatorHealth(BaseModel):
@@ -179,8 +133,7 @@ class InstigatorHealth(BaseModel):
 
 
 def selector_id(item: Definition) -> str:
-    return InstigatorSelector(location_name=item.location, repository_name=REPOSITORY_NAME,
-                              name=item.definition.name).get_id()
+    return InstigatorSelector(location_name=item.location, repository_name=item.repository, name=item.name).get_id()
 
 
 def instigator_health_rows(items: tuple[Definition, ...], stored: dict[str, object],
@@ -190,10 +143,10 @@ def instigator_health_rows(items: tuple[Definition, ...], stored: dict[str, obje
     rows = []
     for item in items:
         key = selector_id(item)
-        state = _state(stored.get(key), item.definition.default_status.value == "RUNNING")
+        state = _state(stored.get(key), item.default_running)
         tick = last_ticks.get(key)
         rows.append(InstigatorHealth(
-            name=item.definition.name, type=item.kind, location=item.location, running=state == "running",
+            name=item.name, type=item.kind, location=item.location, running=state == "running",
             last_tick_at=dt.datetime.fromtimestamp(tick[0], dt.UTC) if tick else None,
             last_tick_status=tick[1] if tick else None,
         ))
@@ -222,9 +175,8 @@ def newest_ticks(instance: dg.DagsterInstance, selector_ids: list[str], limit: i
     return {key: sorted(items, key=lambda t: t.timestamp, reverse=True) for key, items in found.items()}
 
 
-def instigator_health(instance: dg.DagsterInstance, items: tuple[Definition, ...] | None = None) -> list[InstigatorHealth]:
-    """Every schedule and sensor of both locations in two queries: all stored states, and the last tick of each."""
-    items = load_definitions() if items is None else items
+def instigator_health(instance: dg.DagsterInstance, items: tuple[Definition, ...]) -> list[InstigatorHealth]:
+    """Every schedule and sensor of every location in two queries: all stored states, and the last tick of each."""
     stored = {state.selector_id: state for state in instance.all_instigator_state()}
     batches = newest_ticks(instance, [selector_id(item) for item in items], limit=1)
     last_ticks = {key: (ticks[0].timestamp, ticks[0].status.value.lower()) for key, ticks in batches.items() if ticks}
@@ -267,11 +219,10 @@ def tick_error_text(error) -> str | None:
 
 
 def nominal_interval(item: Definition, now: dt.datetime) -> float:
-    definition = item.definition
     if item.kind == "sensor":
-        return float(definition.minimum_interval_seconds or DEFAULT_SENSOR_INTERVAL_SECONDS)
-    first = next_cron_time(definition.cron_schedule, definition.execution_timezone, now)
-    return (next_cron_time(definition.cron_schedule, definition.execution_timezone, first) - first).total_seconds()
+        return float(item.minimum_interval_seconds or DEFAULT_SENSOR_INTERVAL_SECONDS)
+    first = next_cron_time(item.cron_schedule, item.timezone, now)
+    return (next_cron_time(item.cron_schedule, item.timezone, first) - first).total_seconds()
 
 
 def previous_cron_time(cron: str | list[str], timezone: str | None, before: dt.datetime) -> dt.datetime:
@@ -294,13 +245,13 @@ def lateness(item: Definition, stored, last_tick_at: float | None, interval: flo
     references = [t for t in (last_tick_at, started) if t]
     if not references:
         return None
-    due = previous_cron_time(item.definition.cron_schedule, item.definition.execution_timezone, now).timestamp()
+    due = previous_cron_time(item.cron_schedule, item.timezone, now).timestamp()
     return now.timestamp() - due if due > max(references) + 1 else 0.0
 
 
 def tick_state(item: Definition, stored, ticks: list, now: dt.datetime) -> TickState:
     """Pure: one definition with its stored state (None: never recorded) and its newest ticks, newest first."""
-    default_running = item.definition.default_status.value == "RUNNING"
+    default_running = item.default_running
     running = _state(stored, default_running) == "running"
     finished = [t for t in ticks if t.status != TickStatus.STARTED]
     latest = finished[0] if finished else None
@@ -309,17 +260,16 @@ def tick_state(item: Definition, stored, ticks: list, now: dt.datetime) -> TickS
     last_tick_at = ticks[0].timestamp if ticks else None
     interval = nominal_interval(item, now)
     return TickState(
-        location=item.location, kind=item.kind, name=item.definition.name, running=running,
+        location=item.location, kind=item.kind, name=item.name, running=running,
         default_running=default_running, interval_seconds=interval, last_tick_at=last_tick_at,
         failed_in_a_row=failed_in_a_row, last_error=tick_error_text(latest.error) if failed else None,
         late_seconds=lateness(item, stored, last_tick_at, interval, now) if running else None,
     )
 
 
-def tick_states(instance: dg.DagsterInstance, items: tuple[Definition, ...] | None = None,
+def tick_states(instance: dg.DagsterInstance, items: tuple[Definition, ...],
                 now: dt.datetime | None = None) -> list[TickState]:
-    """Every schedule and sensor of both locations, in two queries (all stored states; the newest ticks of each)."""
-    items = load_definitions() if items is None else items
+    """Every schedule and sensor of every location, in two queries (all stored states; the newest ticks of each)."""
     moment = now or dt.datetime.now(dt.UTC)
     stored = {state.selector_id: state for state in instance.all_instigator_state()}
     batches = newest_ticks(instance, [selector_id(item) for item in items], limit=TICK_HISTORY)

@@ -14,7 +14,7 @@ import functools
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import dagster as dg
@@ -22,16 +22,18 @@ import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from control_api import alert_metrics, overdue, schedulers
-from control_api.config import DEFAULT_HEARTBEAT_MAX_AGE_SECONDS
-from control_api.liveness import (
+from platform_monitoring import alert_metrics, overdue, schedulers
+from platform_monitoring.catalog import Catalog, CatalogUnavailable
+from platform_monitoring.job_policies import JobPolicy, load_policies
+from platform_monitoring.liveness import (
+    DEFAULT_HEARTBEAT_MAX_AGE_SECONDS,
     CodeServer,
     code_server_states,
     daemon_liveness,
     daemon_starting,
     sensor_tick_inputs,
 )
-from control_api.status import concurrent_limit, heartbeat_ages
+from platform_monitoring.status import concurrent_limit, heartbeat_ages
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.execution_history import tag_values
 from orchestration_core.dagster_internals import RunsTable, RunTagsTable
@@ -303,13 +305,20 @@ def registry_families(registry: sa.Engine, instance: dg.DagsterInstance) -> Iter
 
 
 class StorageCollector(Collector):
-    """Collects at scrape time; `instance`, `registry` and `racing` are callables so they open lazily."""
+    """Collects at scrape time; `instance`, `registry`, `racing` and `catalog` (the webserver's, catalog.py) are
+    callables so they open lazily. Without the catalog (the webserver never answered) the families that need it
+    (instigators, job schedules, retry limits) are served without samples and the daemon's liveness from its
+    heartbeats alone (as /health does); `maintenance_api_metrics_errors{source="catalog"}` is 1 then, and while an
+    older catalog is served."""
 
     def __init__(self, instance: Callable[[], dg.DagsterInstance], registry: Callable[[], sa.Engine],
-                 racing: Callable[[], sa.Engine | None], *,
+                 racing: Callable[[], sa.Engine | None], catalog: Callable[[], Catalog], *,
                  heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS,
-                 code_servers: Sequence[CodeServer] = ()) -> None:
+                 code_servers: Sequence[CodeServer] = (),
+                 policies: Callable[[], Mapping[tuple[str, str], JobPolicy]] = load_policies) -> None:
         self._instance = instance
+        self._catalog = catalog
+        self._policies = policies
         self._registry = registry
         self._racing = racing
         self._heartbeat_max_age = heartbeat_max_age_seconds
@@ -332,13 +341,14 @@ class StorageCollector(Collector):
             "registry": lambda: registry_families(self._registry(), self._instance()),
             "tab_requests": lambda: self._tab(now),
             "racing_day": lambda: racing_day_families(self._instance()),
-            # What the alert rules compare against (control_api/alert_metrics.py, docs/alerts.md).
+            # What the alert rules compare against (platform_monitoring/alert_metrics.py, docs/alerts.md).
             "instigators": lambda: self._instigators(now),
             "code_servers": lambda: alert_metrics.code_server_families(
                 code_server_states(self._code_servers)),
             "task_schedules": lambda: self._task_schedules(task_schedules()),
             "job_schedules": lambda: alert_metrics.job_schedule_families(
-                overdue.scheduled_jobs(schedulers.load_definitions())),
+                overdue.scheduled_jobs(self._known().instigators, self._policies())),
+            "catalog": self._catalog_problem,
             "retry_limits": lambda: self._retry_limits(task_schedules()),
         }
         for source, produce in sources.items():
@@ -364,7 +374,7 @@ class StorageCollector(Collector):
     def _instigators(self, now: dt.datetime) -> Iterator[Metric]:
         """Each schedule's and sensor's tick state, and whether the daemon is up (the same rule as /health)."""
         instance = self._instance()
-        states = schedulers.tick_states(instance, now=now)
+        states = schedulers.tick_states(instance, self._known().instigators, now=now)
         yield from alert_metrics.instigator_families(states)
         intervals, newest = sensor_tick_inputs(((s.running, s.last_tick_at, s.interval_seconds)
                                                  for s in states if s.kind == "sensor"), now.timestamp())
@@ -379,15 +389,28 @@ class StorageCollector(Collector):
                                 "1 while no daemon has beaten since the control API started, for its first 5 minutes",
                                 value=1.0 if starting else 0.0)
 
+    def _known(self) -> Catalog:
+        """The webserver's catalog; an empty one when it never answered (the "catalog" source reports that)."""
+        try:
+            return self._catalog()
+        except CatalogUnavailable:
+            return Catalog((), (), "unavailable")
+
+    def _catalog_problem(self) -> Iterator[Metric]:
+        problem = self._catalog().problem  # CatalogUnavailable: no catalog at all
+        if problem is not None:
+            raise CatalogUnavailable(problem)
+        return iter(())
+
     def _task_schedules(self, tasks: list[overdue.TaskSchedule]) -> Iterator[Metric]:
         successes = overdue.task_last_successes(self._instance(), (t.task for t in tasks))
         yield from alert_metrics.task_schedule_families(tasks, successes)
 
     def _retry_limits(self, tasks: list[overdue.TaskSchedule]) -> Iterator[Metric]:
         instance = self._instance()
-        jobs = list(schedulers.load_jobs().values())
+        jobs = self._known().jobs
         default = instance.run_retries_max_retries if instance.run_retries_enabled else 0
-        yield from alert_metrics.retry_limit_families(alert_metrics.step_retry_limits(jobs),
+        yield from alert_metrics.retry_limit_families(alert_metrics.step_retry_limits(jobs, self._policies()),
                                                       alert_metrics.run_retry_limits(jobs, default, tasks))
 
     def _tab(self, now: dt.datetime) -> Iterator[Metric]:

@@ -18,10 +18,16 @@ import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
-from control_api import schedulers
-from control_api.config import SCHEDULING_DAEMONS
-from control_api.liveness import CodeServer, code_server_states, daemon_liveness, sensor_tick_inputs
-from control_api.executions import EXECUTION_STATUSES, execution_status
+from platform_monitoring import schedulers
+from platform_monitoring.catalog import Catalog, CatalogUnavailable
+from platform_monitoring.liveness import (
+    SCHEDULING_DAEMONS,
+    CodeServer,
+    code_server_states,
+    daemon_liveness,
+    sensor_tick_inputs,
+)
+from maintenance_jobs.execution_history.items import EXECUTION_STATUSES, execution_status
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.models import config_problem
 from maintenance_jobs.registry import list_tasks
@@ -67,18 +73,20 @@ def public_problem(problem: str) -> str:
 
 
 class Health(BaseModel):
-    # ok | degraded (the daemon is down or a code server does not answer) | unavailable (a database is unreachable)
+    # ok | degraded (the daemon is down, a code server does not answer, or the webserver lists no schedules and
+    # sensors) | unavailable (a database is unreachable)
     status: str
     registry_database: str
     # Enabled tasks whose stored config the current settings refuse: never run until fixed, disabled or deleted
     # (every other task runs as usual). Not part of `status`: the tasks' own overdue alerts page for them.
     refused_tasks: list[RefusedTask] = []
     dagster_storage: str
-    # The daemon is up (control_api/liveness.py): every required daemon's heartbeat is fresh and its sensors tick.
+    # The daemon is up (platform_monitoring/liveness.py): every required daemon's heartbeat is fresh and its sensors tick.
     scheduler_running: bool
     daemon_heartbeat_age_seconds: dict[str, float]
     # Each schedule and sensor: running or stopped, and its last tick (the old racing scheduler's per-scheduler
-    # state). `schedules_and_sensors_state` says whether that probe answered ("ok", "timed out ...", ...).
+    # state). `schedules_and_sensors_state` says whether that probe answered ("ok", "timed out ...", ...), or that the
+    # webserver gave no catalog of them ("unavailable (…)" with no rows; "stale (…)" with the last known rows).
     schedules_and_sensors_state: str = "ok"
     schedules_and_sensors: list[schedulers.InstigatorHealth] = []
     # Why the daemon counts as down (empty when it is up), and the age of the newest tick of its running sensors,
@@ -231,11 +239,14 @@ def refused_tasks(registry: sa.Engine) -> list[RefusedTask]:
     return refused
 
 
-def _with_sensor_intervals(rows: list[schedulers.InstigatorHealth]) -> tuple[list[schedulers.InstigatorHealth],
-                                                                          dict[tuple[str, str], float]]:
-    """Run in the instigators probe, under its deadline: the sensors' intervals come from the code locations'
-    definitions, which the first call imports (about 1 s, several on a loaded host)."""
-    return rows, schedulers.sensor_intervals()
+def _instigator_probe(instance: dg.DagsterInstance, catalog: Callable[[], Catalog],
+                      instigators: Callable[..., list[schedulers.InstigatorHealth]]
+                      ) -> tuple[list[schedulers.InstigatorHealth], dict[tuple[str, str], float], str | None]:
+    """Run in the instigators probe, under its deadline: the schedules and sensors the webserver's catalog lists
+    (kept in memory once fetched), their stored states and last ticks, the sensors' intervals, and why the catalog
+    is an older one if it is."""
+    known = catalog()
+    return instigators(instance, known.instigators), schedulers.sensor_intervals(known.instigators), known.problem
 
 
 def _sensor_ticks(rows: list[schedulers.InstigatorHealth], intervals: Mapping[tuple[str, str], float],
@@ -248,7 +259,8 @@ def _sensor_ticks(rows: list[schedulers.InstigatorHealth], intervals: Mapping[tu
 def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], registry: sa.Engine,
            max_heartbeat_age: float, *, probes: HealthProbes | None = None,
            deadline_seconds: float = PROBE_DEADLINE_SECONDS,
-           instigators: Callable[[dg.DagsterInstance], list[schedulers.InstigatorHealth]] = schedulers.instigator_health,
+           catalog: Callable[[], Catalog] | None = None,
+           instigators: Callable[..., list[schedulers.InstigatorHealth]] = schedulers.instigator_health,
            code_servers: Sequence[CodeServer] = (),
            ping: Callable[[CodeServer], None] | None = None,
            ) -> Health:
@@ -256,19 +268,23 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
     time or fails is reported (by error class only: messages may hold URLs). `instance` may be a factory (opening
     the instance is itself a database round trip). The schedules-and-sensors probe and the code-server pings run
     beside the other two under the same deadline. A stopped sensor may be an operator's choice and does not change
-    `status`; the daemon being down (stale heartbeats, or sensors that stopped ticking) or a code server that does not
-    answer makes it `degraded`."""
+    `status`; the daemon being down (stale heartbeats, or sensors that stopped ticking), a code server that does not
+    answer, or a webserver that gave no catalog of schedules and sensors (`schedules_and_sensors_state` says why;
+    an older catalog is still shown) makes it `degraded`."""
     probes = probes or HealthProbes()
     open_instance = (lambda: instance) if isinstance(instance, dg.DagsterInstance) else instance
     deadline = time.monotonic() + deadline_seconds
     registry_probe = probes.start("registry", lambda: refused_tasks(registry))
     dagster_probe = probes.start("dagster", lambda: _heartbeats_and_required(open_instance()))
-    instigator_probe = probes.start("instigators", lambda: _with_sensor_intervals(instigators(open_instance())))
+    known = catalog or _no_catalog
+    instigator_probe = probes.start("instigators", lambda: _instigator_probe(open_instance(), known, instigators))
     code_server_probe = probes.start("code_servers", lambda: code_server_states(code_servers, ping))
     registry_state, refused = _outcome(registry_probe, deadline, "registry database", deadline_seconds)
     dagster_state, daemons = _outcome(dagster_probe, deadline, "Dagster storage", deadline_seconds)
-    instigator_state, probed = _outcome(instigator_probe, deadline, "schedule storage", deadline_seconds)
-    instigator_rows, sensor_intervals = probed if probed else (None, {})
+    instigator_state, probed = _outcome(instigator_probe, deadline, "schedules and sensors", deadline_seconds)
+    instigator_rows, sensor_intervals, stale = probed if probed else (None, {}, None)
+    catalog_state = _catalog_state(instigator_probe, stale)
+    instigator_state = catalog_state or instigator_state
     code_server_state, pinged = _outcome(code_server_probe, deadline, "code servers", deadline_seconds)
     now = time.time()
     heartbeats, required = daemons if dagster_state == "ok" else ({}, ())
@@ -279,7 +295,8 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
     if registry_state != "ok" or dagster_state != "ok":
         status = "unavailable"
     else:
-        status = "ok" if liveness.up and all(state == "ok" for state in servers.values()) else "degraded"
+        healthy = liveness.up and all(state == "ok" for state in servers.values()) and catalog_state is None
+        status = "ok" if healthy else "degraded"
     return Health(
         status=status,
         registry_database=registry_state,
@@ -293,6 +310,20 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
         newest_sensor_tick_age_seconds=None if newest_tick_age is None else round(newest_tick_age, 3),
         code_servers=servers,
     )
+
+
+def _no_catalog() -> Catalog:
+    raise CatalogUnavailable("no Dagster webserver configured")
+
+
+def _catalog_state(probe: Future, stale: str | None) -> str | None:
+    """What /health says when the webserver gave no catalog (none yet: no rows; an older one: its rows, stale). Not
+    the error's text: it names the webserver's address, and /health is public (the log has it)."""
+    if stale is not None:
+        return "stale (the Dagster webserver did not answer: the last schedules and sensors it listed)"
+    if probe.done() and isinstance(probe.exception(), CatalogUnavailable):
+        return "unavailable (the Dagster webserver has not listed the schedules and sensors)"
+    return None
 
 
 def _heartbeats_and_required(instance: dg.DagsterInstance) -> tuple[Mapping[str, object], list[str]]:

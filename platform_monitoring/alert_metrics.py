@@ -6,7 +6,7 @@ the code servers (they may be what is down):
   lateness (the instance's schedule storage);
 - whether the daemon is up (heartbeats and sensor ticks) and whether each code server answers a ping;
 - per enabled maintenance task and per scheduled racing job: the last success, the expected interval and the grace
-  (control_api/overdue.py), so one rule covers every task;
+  (platform_monitoring/overdue.py), so one rule covers every task;
 - per job and per task: the highest retry number seen and the maximum its own policy allows.
 """
 
@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-import dagster as dg
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from control_api.overdue import JobSchedule, TaskSchedule
-from control_api.schedulers import TickState
+from platform_monitoring.catalog import Job
+from platform_monitoring.job_policies import JobPolicy
+from platform_monitoring.overdue import JobSchedule, TaskSchedule
+from platform_monitoring.schedulers import TickState
 from maintenance_jobs.execution_history import tag_values
 
 INSTIGATOR_LABELS = ["location", "type", "name"]
@@ -101,16 +102,16 @@ def job_schedule_families(jobs: Sequence[JobSchedule]) -> Iterator[Metric]:
 # ---- retry limits: each job's own step retry policy, each task's own max_retries -----------------------------------
 
 
-def step_retry_limits(jobs: Iterable[dg.JobDefinition]) -> dict[str, int]:
-    """job name -> the most retries any of its steps' policies allows (0: none retries)."""
+def step_retry_limits(jobs: Iterable[Job], policies: Mapping[tuple[str, str], JobPolicy]) -> dict[str, int]:
+    """job name -> the most retries any of its steps' policies allows (0: none retries, or none known)."""
     limits: dict[str, int] = {}
     for job in jobs:
-        policies = (job.get_retry_policy_for_handle(handle) for handle in job.graph.iterate_node_handles())
-        limits[job.name] = max([p.max_retries for p in policies if p is not None], default=0)
+        policy = policies.get((job.location, job.name))
+        limits[job.name] = max(limits.get(job.name, 0), policy.max_step_retries if policy else 0)
     return limits
 
 
-def run_retry_limits(jobs: Iterable[dg.JobDefinition], instance_default: int,
+def run_retry_limits(jobs: Iterable[Job], instance_default: int,
                      tasks: Iterable[TaskSchedule]) -> dict[tuple[str, str], int]:
     """(job, task) -> how many run-level retries Dagster may start: a job's `dagster/max_retries` tag or the
     instance's run_retries default (task ""), and each maintenance task's own max_retries (its runs carry it)."""
