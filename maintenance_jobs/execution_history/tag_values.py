@@ -19,11 +19,11 @@ import datetime as dt
 import re
 
 from maintenance_jobs.tags import TRIGGERED_BY
+from orchestration_core.tag_numbers import MAX_ITEM_COUNT, MAX_RETRY_NUMBER, clamped_int
 
-# The bounds of the numbers. Far above any real value, exact as a float and in a Postgres
-# integer column: a task allows at most 10 retries, Dagster's run retries a few.
-MAX_RETRY_NUMBER = 1_000_000
-MAX_ITEM_COUNT = 1_000_000_000  # per run; a day of runs summed stays exact as a float (< 2**53)
+__all__ = ["MAX_ITEM_COUNT", "MAX_RETRY_NUMBER", "clamped_int"]  # with the parsers below; the readers import them here
+
+# The numbers' bounds (the retry number's and item counts' are every reader's: orchestration_core/tag_numbers.py).
 MIN_PRIORITY, MAX_PRIORITY = 1, 100
 # A scheduled minute outside these years is not one the dispatcher wrote (and near year 1 or 9999 it overflows once
 # a UTC offset applies); the same bounds as the time ranges the API accepts.
@@ -34,20 +34,7 @@ MAX_MINUTE_CHARS = 64  # "2025-06-03T03:05+12:00" is 22; anything much longer is
 MAX_LABEL_CHARS = 255
 MAX_TEXT_CHARS = 2_000  # the output and error shown per execution (the op writes at most 500)
 
-_INTEGER = re.compile(r"[+-]?[0-9]+")
 _RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,255}")
-_EXACT_DIGITS = 15  # more digits than this are clamped without converting them
-
-
-def clamped_int(value: str | None, low: int, high: int) -> int | None:
-    """`value` as an integer clamped into [low, high]; None unless it is ASCII digits with an optional sign."""
-    if not isinstance(value, str) or not _INTEGER.fullmatch(value):
-        return None
-    negative = value.startswith("-")
-    digits = value.lstrip("+-").lstrip("0") or "0"
-    if len(digits) > _EXACT_DIGITS:
-        return low if negative else high
-    return min(max(int(value), low), high)
 
 
 def retry_number(value: str | None) -> int:

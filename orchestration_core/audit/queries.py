@@ -20,6 +20,7 @@ from orchestration_core.run_outcome import (
     TAG_ITEMS_PROCESSED,
     outcome_of,
 )
+from orchestration_core.tag_numbers import MAX_ITEM_COUNT, MAX_RETRY_NUMBER, clamped_int
 
 TAG_RETRY_NUMBER = "dagster/retry_number"
 _PAGE_SIZE = 500
@@ -73,11 +74,9 @@ def parse_window(text: str) -> timedelta:
     return timedelta(seconds=int(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 
-def _int_tag(tags: dict[str, str], key: str) -> int | None:
-    try:
-        return int(tags[key])
-    except (KeyError, ValueError):
-        return None
+def _int_tag(tags: dict[str, str], key: str, high: int) -> int | None:
+    """A count or number from a run tag, clamped (orchestration_core/tag_numbers.py); None when absent or unreadable."""
+    return clamped_int(tags.get(key), 0, high)
 
 
 def summarize(record: dg.RunRecord, retry_number: int | None = None) -> RunSummary:
@@ -89,10 +88,10 @@ def summarize(record: dg.RunRecord, retry_number: int | None = None) -> RunSumma
         job_name=run.job_name,
         status=run.status.value,
         outcome=outcome_of(run.status, tags),
-        retry_number=retry_number if retry_number is not None else (_int_tag(tags, TAG_RETRY_NUMBER) or 0),
+        retry_number=retry_number if retry_number is not None else (_int_tag(tags, TAG_RETRY_NUMBER, MAX_RETRY_NUMBER) or 0),
         parent_run_id=parent_run_id_of(run),
-        items_processed=_int_tag(tags, TAG_ITEMS_PROCESSED),
-        items_failed=_int_tag(tags, TAG_ITEMS_FAILED),
+        items_processed=_int_tag(tags, TAG_ITEMS_PROCESSED, MAX_ITEM_COUNT),
+        items_failed=_int_tag(tags, TAG_ITEMS_FAILED, MAX_ITEM_COUNT),
         error=tags.get(TAG_ERROR),
         created_at=_as_utc(record.create_timestamp),
         duration_seconds=round(duration, 3) if duration is not None else None,
@@ -112,7 +111,7 @@ class _RetryNumbers:
         self._memo: dict[str, int] = {}
 
     def of(self, run: dg.DagsterRun) -> int:
-        tagged = _int_tag(dict(run.tags), TAG_RETRY_NUMBER)
+        tagged = _int_tag(dict(run.tags), TAG_RETRY_NUMBER, MAX_RETRY_NUMBER)
         if tagged is not None:
             return tagged
         depth, current = 0, run

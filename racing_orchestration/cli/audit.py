@@ -23,6 +23,7 @@ from orchestration_core.audit.queries import (
     retry_chains,
     to_jsonable,
 )
+from racing_orchestration.tab.showable import showable
 
 _OUTCOME_COLUMNS = ("success", "partial", "failed", "canceled")
 _RETRY_KEY = re.compile(r"^(?P<base>.+):retry(?P<n>[1-9][0-9]*)$")
@@ -123,8 +124,14 @@ def run_audit(args: argparse.Namespace, instance=None) -> int:
         json.dump(to_jsonable(data), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(table or "(no runs)")
+        print(shown_lines(table) or "(no runs)")
     return 0
+
+
+def shown_lines(text: str) -> str:
+    """`text` with every line made showable: the tables quote run tags, which whoever launched a run chose, and a
+    terminal must not run their escapes or reorder their bidi text."""
+    return "\n".join(showable(line, limit=len(line) + 1) for line in text.split("\n"))
 
 
 def _other(counts: dict[str, int]) -> str:

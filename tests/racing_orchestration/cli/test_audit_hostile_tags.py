@@ -1,0 +1,56 @@
+"""`racing audit` reads run tags that whoever launched the run chose: numbers are clamped and no control or bidi
+character of a tag reaches the terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from orchestration_core.audit.queries import recent_runs
+from orchestration_core.tag_numbers import MAX_ITEM_COUNT, MAX_RETRY_NUMBER
+from racing_orchestration.cli import main
+from racing_orchestration.cli.audit import shown_lines
+from tests.orchestration_core.audit.run_factory import RunFactory
+
+UNSHOWABLE = ["\x1b", "\x07", "\x00", "\x9b", "\u202e", "\u2066", "\u200f", "\u2028"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("character", UNSHOWABLE)
+def test_every_line_is_shown_escaped_and_the_lines_stay(character: str) -> None:
+    text = f"job  outcome\nrace {character}[2J end\nlast"
+    shown = shown_lines(text)
+    assert character not in shown and shown.count("\n") == 2 and shown.endswith("\nlast")
+
+
+@pytest.mark.unit
+def test_a_long_line_is_not_cut() -> None:
+    line = "x" * 5000
+    assert shown_lines(line) == line
+
+
+@pytest.fixture
+def dagster_home(tmp_path: Path, dagster_database_url: str, monkeypatch) -> Path:
+    (tmp_path / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {dagster_database_url}\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.integration
+def test_hostile_tags_are_clamped_and_escaped(pg_instance: dg.DagsterInstance, dagster_home: Path, capsys) -> None:
+    hostile = "\x1b]0;owned\x07\x1b[2J\u202eevil"
+    RunFactory(pg_instance).recorded(dg.DagsterRunStatus.SUCCESS, tags={
+        "racing/outcome": hostile,
+        "dagster/retry_number": "9" * 400,
+        "racing/items_processed": "9" * 5000,  # int() refuses more than 4300 digits
+        "racing/items_failed": "-" + "9" * 30,
+    })
+    [run] = recent_runs(pg_instance, 10, None)
+    assert run.retry_number == MAX_RETRY_NUMBER
+    assert (run.items_processed, run.items_failed) == (MAX_ITEM_COUNT, 0)
+    assert main(["audit", "--limit", "10"]) == 0
+    out = capsys.readouterr().out
+    assert not any(character in out for character in UNSHOWABLE)
+    assert "\\x1b]0;owned\\x07" in out and "\\u202eevil" in out and str(MAX_RETRY_NUMBER) in out
