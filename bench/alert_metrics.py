@@ -6,7 +6,7 @@ Run by hand:
 Ticks of every schedule and sensor of both code locations are written straight into the schedule storage of an
 embedded Postgres (as many per instigator as its interval gives over the same span: the 15 s sensors get most), then
 the newest ticks of all of them are read three ways, side by side and alternating: the control API's tick states
-(one LATERAL query walking the (selector_id, timestamp) index per instigator, control_api/schedulers.py), Dagster's
+(one LATERAL query walking the (selector_id, timestamp) index per instigator, platform_monitoring/schedulers.py), Dagster's
 `get_batch_ticks` (a window ranking every stored tick of them) and one Dagster `get_ticks(limit=2)` per instigator.
 Reports medians and their ratio to the first, for each table size.
 """
@@ -14,6 +14,7 @@ Reports medians and their ratio to the first, for each table size.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -29,14 +30,18 @@ from dagster._core.storage.schedules.schema import JobTickTable  # noqa: E402
 from dagster_shared.error import SerializableErrorInfo  # noqa: E402
 from dagster_shared.serdes import serialize_value  # noqa: E402
 
-from control_api.schedulers import (  # noqa: E402
+from platform_monitoring.schedulers import (  # noqa: E402
     TICK_HISTORY,
-    load_definitions,
     newest_ticks,
     nominal_interval,
     selector_id,
     tick_states,
 )
+from tests.control_api.job_policies import code_definitions  # noqa: E402
+
+# Every schedule and sensor of both locations, read from their definitions once (the catalog the API asks the
+# webserver for).
+load_definitions = functools.cache(code_definitions)
 from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres  # noqa: E402
 
 BATCH = 5000
@@ -61,7 +66,7 @@ def seed(instance: dg.DagsterInstance, total: int, now: float) -> None:
             stamp = now - span + i * interval
             failed = i % 97 == 0
             status = TickStatus.FAILURE if failed else TickStatus.SKIPPED
-            body = TickData(instigator_origin_id=key, instigator_name=item.definition.name, instigator_type=kind,
+            body = TickData(instigator_origin_id=key, instigator_name=item.name, instigator_type=kind,
                             status=status, timestamp=stamp, selector_id=key, consecutive_failure_count=int(failed),
                             error=SerializableErrorInfo("bench failure", [], "Exception") if failed else None,
                             skip_reason=None if failed else "nothing due")
@@ -98,19 +103,19 @@ def main() -> None:
     try:
         url = ensure_database(psycopg2_url(server.get_uri()), "bench_alerts")
         with dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": url}}}) as instance:
-            load_definitions()
-            print(f"{len(load_definitions())} schedules and sensors")
+            items = load_definitions()
+            print(f"{len(items)} schedules and sensors")
             seeded = 0
             for total in sorted(args.ticks):
                 started = time.perf_counter()
                 seed(instance, total - seeded, time.time())
                 seeded = total
                 print(f"\n{total} ticks in the table (seeded in {time.perf_counter() - started:.0f} s)")
-                ids = [selector_id(item) for item in load_definitions()]
+                ids = [selector_id(item) for item in items]
                 assert {k: [t.tick_id for t in v] for k, v in newest_ticks(instance, ids, TICK_HISTORY).items()} == {
                     k: [t.tick_id for t in v] for k, v in instance.get_batch_ticks(ids, TICK_HISTORY).items()}
                 variants = {
-                    "tick_states (newest_ticks: LATERAL, index)": lambda: tick_states(instance),
+                    "tick_states (newest_ticks: LATERAL, index)": lambda: tick_states(instance, items),
                     "Dagster get_batch_ticks (window over all)": lambda: dagster_batch(instance),
                     "one Dagster get_ticks per instigator": lambda: per_instigator(instance),
                 }

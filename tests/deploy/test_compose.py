@@ -340,7 +340,7 @@ def test_manual_triggers_reach_the_webserver_by_its_service_name() -> None:
 
 def test_the_api_pings_the_code_servers_of_the_workspace() -> None:
     """/health and /metrics ping each code server at CODE_SERVER_ADDRESSES: the same addresses the daemon loads."""
-    from control_api.liveness import parse_code_servers
+    from platform_monitoring.liveness import parse_code_servers
 
     servers = [entry["grpc_server"] for entry in
                yaml.safe_load((REPO_ROOT / "deploy" / "workspace.yaml").read_text())["load_from"]]

@@ -37,7 +37,8 @@ import httpx
 import pytest
 import yaml
 
-from control_api.schedulers import load_definitions, next_cron_time
+from platform_monitoring.schedulers import next_cron_time
+from tests.control_api.job_policies import code_definitions
 from tests.deploy.alert_path import (
     AlertMessage,
     alert_key,
@@ -371,8 +372,8 @@ def run_fault(fault: Fault, break_it: Callable[[], None], repair: Callable[[], N
 
 def next_racing_schedule_tick() -> dt.datetime:
     now = dt.datetime.now(dt.UTC)
-    return min(next_cron_time(item.definition.cron_schedule, "Pacific/Auckland", now)
-               for item in load_definitions() if item.location == "racing_orchestration" and item.kind == "schedule")
+    return min(next_cron_time(item.cron_schedule, "Pacific/Auckland", now)
+               for item in code_definitions() if item.location == "racing_orchestration" and item.kind == "schedule")
 
 
 @pytest.fixture(scope="module")
