@@ -173,3 +173,53 @@ def test_the_readme_one_liner_loads_a_month(pg_instance, race_db, tmp_path, monk
                                       "WHERE meeting_date BETWEEN '2026-11-01' AND '2026-11-30'")).scalar()
     assert len(month) == stored
     assert json.dumps(sorted(month.columns)) == json.dumps(sorted(c.name for c in EXPORT_TABLES[1].columns))
+
+
+BOUNDARY_TABLES = ("runners", "odds", "results", "dividends")
+
+
+def _races_with_every_table(race_db, day: dt.date) -> list[str]:
+    """The day's races that have runners, T-60/T-15 odds, results and dividends, by race id."""
+    query = sa.text("SELECT r.race_id FROM races r JOIN meetings m USING (meeting_id) WHERE m.meeting_date = :d "
+                    "AND EXISTS (SELECT 1 FROM runners x WHERE x.race_id = r.race_id) "
+                    "AND EXISTS (SELECT 1 FROM odds_snapshots x WHERE x.race_id = r.race_id) "
+                    "AND EXISTS (SELECT 1 FROM results x WHERE x.race_id = r.race_id) "
+                    "AND EXISTS (SELECT 1 FROM dividends x WHERE x.race_id = r.race_id) ORDER BY r.race_id")
+    with race_db.connect() as conn:
+        return list(conn.execute(query, {"d": day}).scalars())
+
+
+@pytest.mark.integration
+def test_the_day_file_holds_its_first_and_last_instant_and_no_neighbour(race_db, tmp_path) -> None:
+    """The day's file of runners, odds, results and dividends holds the rows of the day's meetings (TAB's meeting
+    date), however their races are timed: races moved to the day's first and last instant in RACING_TIMEZONE are in
+    it; races of the day before and the day after moved one microsecond outside it, or a late race of the day before
+    past midnight, are not."""
+    from orchestration_core.settings import racing_timezone
+    from racing_orchestration.export.writer import export_day
+    from racing_orchestration.race_db.queries import local_day_bounds
+
+    before, after = DAY - dt.timedelta(days=1), DAY + dt.timedelta(days=1)
+    for day in (before, DAY, after):
+        _simulate_racing_day(race_db, day=day)
+    first, end = local_day_bounds(DAY, racing_timezone())
+    microsecond = dt.timedelta(microseconds=1)
+    [late_of_before, last_of_before, *_], [first_of_day, last_of_day, *_], [first_of_after, *_] = (
+        _races_with_every_table(race_db, day) for day in (before, DAY, after))
+    moved = {last_of_before: first - microsecond, late_of_before: first + dt.timedelta(minutes=30),
+             first_of_day: first, last_of_day: end - microsecond, first_of_after: end}
+    with race_db.begin() as conn:
+        for race_id, start in moved.items():
+            conn.execute(sa.text("UPDATE races SET start_time = :s WHERE race_id = :r"), {"s": start, "r": race_id})
+    with race_db.connect() as conn:
+        export_day(conn, DAY, tmp_path)
+    names = {late_of_before: "day before, 00:30 after midnight", last_of_before: "day before, last instant",
+             first_of_day: "first instant", last_of_day: "last instant", first_of_after: "day after, first instant"}
+    found = {}
+    for table in BOUNDARY_TABLES:  # every table checked before the assertion: a failure names all the wrong ones
+        rows = _file_rows(tmp_path, table, DAY)
+        found[table] = (sorted({names[row["race_id"]] for row in rows if row["race_id"] in names}),
+                        sorted({row["meeting_date"].isoformat() for row in rows}))
+        if found[table] == (["first instant", "last instant"], [DAY.isoformat()]):
+            assert rows == _database_rows(race_db, table, DAY), table
+    assert found == {table: (["first instant", "last instant"], [DAY.isoformat()]) for table in BOUNDARY_TABLES}
