@@ -307,3 +307,51 @@ def test_a_run_refused_at_start_records_why(source: Path, tmp_path: Path, swap: 
     assert tags["racing/outcome"] == "failed" and tags["racing/error"].startswith(expected), tags
     assert "\n" not in tags["racing/error"]
     assert not (tmp_path / "backups").exists()
+
+
+@pytest.mark.parametrize("swapped_in", ["new_file", "hard_link_outside"])
+@pytest.mark.parametrize("single_file", [False, True], ids=["in-a-folder", "single-file-source"])
+def test_a_file_swapped_between_its_check_and_its_open_is_not_archived(
+        source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped_in: str, single_file: bool) -> None:
+    """The file checked (lstat) is replaced at the same path by another inode before the backup opens it: the
+    descriptor's identity differs from the checked one, so its content is never archived (a file in a folder is
+    skipped and counted as vanished; a single-file source fails)."""
+    import os
+    import sys
+
+    target = source / "app" / "config.yml"
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"  # not under the roots (tmp_path)
+    outside.mkdir()
+    (outside / "shadow").write_text("outside secret")
+    real_lstat = os.lstat
+    swaps = []
+
+    def lstat_then_swap(path, *args, **kwargs):
+        status = real_lstat(path, *args, **kwargs)
+        # Once, right after the check of the file that the archiving step itself makes (earlier checks of the
+        # source's path, before archiving starts, see the file as it is then).
+        if Path(path) == target and not swaps and sys._getframe(1).f_code.co_name == "_add_entry":
+            replacement = target.with_name(".swap")
+            if swapped_in == "new_file":
+                replacement.write_text("swapped-in content")
+            else:
+                os.link(outside / "shadow", replacement)
+            os.replace(replacement, target)
+            swaps.append(real_lstat(target).st_ino)
+            assert swaps[0] != status.st_ino  # same path, another inode
+        return status
+
+    monkeypatch.setattr(os, "lstat", lstat_then_swap)
+    config = backup_config(target if single_file else source, tmp_path / "backups", include_hard_links=True)
+    result = run_backup(config, "nightly", NOW, LOG)
+    monkeypatch.undo()
+    (only,) = result.sources
+    assert swaps, "the backup never checked the file"
+    if single_file:
+        assert only.archive is None and only.error is not None and "changed while it was read" in only.error
+        assert not [p for p in (tmp_path / "backups").iterdir()]  # no archive, no partial file
+        return
+    assert only.error is None and only.files_vanished == 1 and only.files == 2
+    archived = members(Path(only.archive))
+    assert "docker-data/app/config.yml" not in archived and archived == ["docker-data/cache/top-level-cache.txt",
+                                                                         "docker-data/db/settings.json"]
