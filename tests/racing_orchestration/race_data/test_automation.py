@@ -11,7 +11,7 @@ import pytest
 from racing_orchestration.checkpoints.jobs import build_checkpoint_jobs, checkpoint_run_config
 from racing_orchestration.definitions import defs
 from racing_orchestration.race_data.automation import RECENT_DAYS
-from racing_orchestration.race_data.catalog import MARKET_MOVERS, RACE_DAY_EXPORT
+from racing_orchestration.race_data.catalog import MARKET_MOVERS, ODDS_T60, RACE_DAY_EXPORT
 from racing_orchestration.settings import DEFAULT_DATA_REFRESH_SECONDS
 from racing_orchestration.tab.client import TabClient
 from racing_orchestration.tab.sim_engine import SimFeedConfig
@@ -99,6 +99,10 @@ def test_an_old_day_is_left_to_backfills(pg_instance, race_db) -> None:
         day.snapshot("t60", day.races[0])
         later = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT,
                                                   cursor=first.cursor)
+    # The old day's data did arrive (its snapshot is on record as a materialization of that day), and still
+    # nothing is requested: an empty request would also follow from nothing recorded at all.
+    recorded = pg_instance.fetch_materializations(ODDS_T60, limit=10).records
+    assert [r.asset_materialization.partition for r in recorded] == [old.isoformat()]
     assert _requested(later) == {}
 
 
