@@ -56,7 +56,8 @@ def test_a_server_without_the_dagster_service_is_not_serving(health_service) -> 
 def test_no_server_fails_within_the_timeout() -> None:
     started = time.monotonic()
     assert code_server_status("127.0.0.1", free_port(), timeout_seconds=2) == "UNREACHABLE (UNAVAILABLE)"
-    assert time.monotonic() - started < 4
+    # Ten times the timeout: a starved host can stretch the 2 s, a probe without its deadline would not end at all.
+    assert time.monotonic() - started < 20
 
 
 @pytest.mark.parametrize("argv", [[], ["not-a-port"], ["4000", "host", "extra"]])
