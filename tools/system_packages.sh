@@ -15,6 +15,7 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin
 have promtool || missing+=(prometheus)
 have amtool || missing+=(prometheus-alertmanager)
 have nginx || missing+=(nginx)
+have kubectl || missing+=(kubernetes-client)  # kubectl kustomize renders deploy/kubernetes (tests/deploy/kubernetes)
 if [ "$tier" = all ]; then
     have chromium || missing+=(chromium)
     have dockerd || missing+=(docker.io)

@@ -1,0 +1,135 @@
+"""deploy/kubernetes rendered by `kubectl kustomize`: every object valid against the Kubernetes API schemas (strict:
+an unknown field is an error) of the oldest and newest versions supported, and the stack's rules on every workload."""
+
+from __future__ import annotations
+
+import kubernetes_validate
+import pytest
+
+from tests.deploy.kubernetes.manifests import (
+    EXTERNAL_POSTGRES_DIR,
+    KUBERNETES_DIR,
+    NAMESPACE,
+    find,
+    pod_specs,
+    render,
+)
+
+pytestmark = pytest.mark.unit
+
+# README "Kubernetes": the cluster versions supported (kubernetes-validate ships offline schemas for 1.25-1.37).
+OLDEST, NEWEST = "1.29.0", "1.37.0"
+BASE = render(KUBERNETES_DIR)
+EXTERNAL = render(EXTERNAL_POSTGRES_DIR)
+
+
+def validation_errors(objects: list[dict], version: str) -> list[str]:
+    errors = []
+    for obj in objects:
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            errors.append(f"{obj['kind']}/{obj['metadata']['name']}: {error.message} at {list(error.path)}")
+    return errors
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
+@pytest.mark.parametrize("form", ["base", "external-postgres"])
+def test_every_object_is_valid_strictly(form: str, version: str) -> None:
+    objects = BASE if form == "base" else EXTERNAL
+    assert len(objects) > 30
+    assert validation_errors(objects, version) == []
+
+
+def test_strict_validation_catches_a_misspelt_field() -> None:
+    """The check above can fail: a field Kubernetes does not know is an error, not ignored."""
+    daemon = find(BASE, "Deployment", "daemon")
+    broken = {**daemon, "spec": {**daemon["spec"], "replica": 1}}
+    assert validation_errors([broken], OLDEST) != []
+
+
+def test_one_namespace_and_no_secret_committed() -> None:
+    assert {o["metadata"].get("namespace", NAMESPACE) for o in BASE} == {NAMESPACE}
+    assert not [o for o in BASE if o["kind"] == "Secret"]
+
+
+def test_exactly_one_daemon_replaced_not_rolled() -> None:
+    daemon = find(BASE, "Deployment", "daemon")
+    assert daemon["spec"]["replicas"] == 1
+    assert daemon["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def all_containers(spec: dict) -> list[dict]:
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+@pytest.mark.parametrize("workload", sorted(pod_specs(BASE)))
+def test_every_container_is_bounded_probed_and_unprivileged(workload: str) -> None:
+    spec = pod_specs(BASE)[workload]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] != 0
+    for container in all_containers(spec):
+        resources = container["resources"]
+        assert set(resources["requests"]) == {"cpu", "memory"} == set(resources["limits"]), container["name"]
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        assert context["readOnlyRootFilesystem"] is True, container["name"]
+    if not workload.startswith("Job/"):
+        for container in spec["containers"]:
+            assert "readinessProbe" in container, f"{workload} {container['name']}"
+            assert "livenessProbe" in container, f"{workload} {container['name']}"
+
+
+def test_only_the_daemon_and_webserver_may_call_the_api() -> None:
+    role = find(BASE, "Role", "dagster-run-launcher")
+    assert role["rules"] == [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},
+    ]
+    assert [o for o in BASE if o["kind"] in ("ClusterRole", "ClusterRoleBinding")] == []
+    binding = find(BASE, "RoleBinding", "dagster-run-launcher")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "dagster", "namespace": NAMESPACE}]
+    accounts = {name: spec.get("serviceAccountName") for name, spec in pod_specs(BASE).items()}
+    assert {name for name, account in accounts.items() if account == "dagster"} == {
+        "Deployment/daemon", "Deployment/webserver"}
+    for name, spec in pod_specs(BASE).items():
+        if accounts[name] != "dagster":
+            assert spec["automountServiceAccountToken"] is False, name
+    run_account = find(BASE, "ServiceAccount", "racing-orchestration-run")
+    assert run_account["automountServiceAccountToken"] is False
+
+
+def test_only_the_stack_reaches_postgres() -> None:
+    policy = find(BASE, "NetworkPolicy", "postgres-clients-only")
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "postgres"}}
+    allowed = policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]
+    clients = {name for name, spec in pod_specs(BASE).items() for obj in BASE
+               if f"{obj['kind']}/{obj['metadata']['name']}" == name
+               and obj["spec"]["template"]["metadata"]["labels"].items() >= allowed.items()}
+    assert clients == {"Deployment/code-racing", "Deployment/code-maintenance", "Deployment/webserver",
+                       "Deployment/daemon", "Deployment/api", "Job/migrate"}
+
+
+def test_shared_folders_can_be_mounted_from_several_nodes() -> None:
+    modes = {o["metadata"]["name"]: o["spec"]["accessModes"] for o in BASE if o["kind"] == "PersistentVolumeClaim"}
+    assert modes == {"compute-logs": ["ReadWriteMany"], "exports": ["ReadWriteMany"], "backups": ["ReadWriteMany"],
+                     "backup-sources": ["ReadOnlyMany"], "prometheus-data": ["ReadWriteOnce"],
+                     "alertmanager-data": ["ReadWriteOnce"]}
+
+
+def test_the_external_postgres_overlay_drops_the_statefulset_and_aliases_the_service() -> None:
+    assert not [o for o in EXTERNAL if o["kind"] == "StatefulSet"]
+    service = find(EXTERNAL, "Service", "postgres")
+    assert service["spec"]["type"] == "ExternalName"
+    dropped = {(o["kind"], o["metadata"]["name"]) for o in BASE} - {(o["kind"], o["metadata"]["name"]) for o in EXTERNAL}
+    assert {(kind, name.rsplit("-", 1)[0] if kind == "ConfigMap" else name) for kind, name in dropped} \
+        == {("StatefulSet", "postgres"), ("NetworkPolicy", "postgres-clients-only"), ("ConfigMap", "postgres-init")}
+
+
+def test_code_servers_name_their_own_image_for_their_runs() -> None:
+    for name in ("code-racing", "code-maintenance"):
+        container = find(BASE, "Deployment", name)["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["DAGSTER_CURRENT_IMAGE"] == container["image"]
+        assert ":" in container["image"]
