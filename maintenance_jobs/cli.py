@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import re
 import sys
 from zoneinfo import ZoneInfo
@@ -16,16 +17,27 @@ from maintenance_jobs.execution_history.task_view import InvalidRange, TaskHisto
 from maintenance_jobs.registry import TaskNotFound, get_task
 from maintenance_jobs.seed import prepare_registry, seed_registry
 from maintenance_jobs.settings import maintenance_timezone
+from orchestration_core.cli_environment import (
+    EXIT_MISSING_ENVIRONMENT,
+    DAGSTER_HOME,
+    environment_missing,
+    instance_variables,
+    not_set,
+)
 from orchestration_core.settings import platform_settings, secret
 
 _RELATIVE = re.compile(r"(?P<amount>[0-9]{1,5})(?P<unit>[mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
+URL_ENV = "MAINTENANCE_DATABASE_URL"
+
+
 def _database_url(args: argparse.Namespace) -> str:
     url = args.database_url or secret(platform_settings().maintenance_database_url)
     if not url:
-        raise SystemExit("MAINTENANCE_DATABASE_URL is not set (or pass --database-url)")
+        print(f"maintenance {args.command}: {not_set(URL_ENV)} (or pass --database-url)", file=sys.stderr)
+        raise SystemExit(EXIT_MISSING_ENVIRONMENT)
     return url
 
 
@@ -101,6 +113,11 @@ def render_history(history: TaskHistory, only_problems: bool = False) -> str:
 
 def _history(args: argparse.Namespace) -> int:
     url = _database_url(args)
+    # DAGSTER_HOME is optional here (without it the history leaves out runs not recorded yet); once it is set, the
+    # instance's own variables must be too, or Dagster ends the command in a config traceback.
+    if os.environ.get(DAGSTER_HOME) and environment_missing(f"maintenance {args.command}",
+                                                            instance_variables(os.environ)):
+        return EXIT_MISSING_ENVIRONMENT
     prepare_registry(url)
     timezone = maintenance_timezone()
     now = dt.datetime.now(dt.UTC)

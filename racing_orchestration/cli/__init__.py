@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from collections.abc import Mapping
 
-from orchestration_core.settings import platform_settings
+from orchestration_core.cli_environment import EXIT_MISSING_ENVIRONMENT, environment_missing, instance_variables
 
 # Subcommand modules, in the order `racing --help` lists them.
 SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "check"]
 
 
-def dagster_home_missing(command: str) -> bool:
-    """True (after saying so on stderr) when DAGSTER_HOME is unset: commands that run jobs need the instance."""
-    if platform_settings().dagster_home:
-        return False
-    print(f"racing {command}: DAGSTER_HOME is not set; point it at the folder holding dagster.yaml "
-          "(`make run` uses .local/dagster_home)", file=sys.stderr)
-    return True
+def needs_instance(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
+    """The variables of a command that reads the Dagster instance: DAGSTER_HOME and what its dagster.yaml reads."""
+    return instance_variables(env)
+
+
+def needs_instance_and_race_db(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:
+    """`scrape`/`check`: the instance; with --in-process the job runs here, so the race database too."""
+    return instance_variables(env) + (["RACING_DATABASE_URL"] if args.in_process else [])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Each subcommand names the variables it needs (`needs`): checked before it touches any database, so a missing
+    # one is one line naming it, not Dagster's config traceback.
+    needs = getattr(args, "needs", None)
+    if needs is not None and environment_missing(f"racing {args.command}", needs(args, os.environ)):
+        return EXIT_MISSING_ENVIRONMENT
     return int(args.handler(args) or 0)
 
 

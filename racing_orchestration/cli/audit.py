@@ -23,6 +23,7 @@ from orchestration_core.audit.queries import (
     retry_chains,
     to_jsonable,
 )
+from racing_orchestration.cli import needs_instance
 from racing_orchestration.tab.showable import showable
 
 _OUTCOME_COLUMNS = ("success", "partial", "failed", "canceled")
@@ -65,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--limit", type=_positive_int, default=20, help="rows for recent runs (default 20)")
     parser.add_argument("--job", default=None, help="only this job (recent runs)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.set_defaults(handler=run_audit)
+    parser.set_defaults(handler=run_audit, needs=needs_instance)
 
 
 def _window(text: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from racing_orchestration.cli import dagster_home_missing
+from racing_orchestration.cli import needs_instance_and_race_db
 from racing_orchestration.cli.launch import EXIT_STILL_QUEUED, add_queue_arguments, output_metadata, submit
 
 EXIT_PARTIAL = 1
@@ -29,12 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="post: kept for compatibility; a manual post check is always one attempt (the 5/5/10 "
                         "minute chain belongs to the post-race sensor), provisional if not Final")
     add_queue_arguments(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, needs=needs_instance_and_race_db)
 
 
 def run(args: argparse.Namespace) -> int:
-    if dagster_home_missing("check"):
-        return EXIT_FAILED
     return run_in_process(args) if args.in_process else run_queued(args)
 
 

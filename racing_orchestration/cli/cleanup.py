@@ -6,6 +6,7 @@ import argparse
 import json
 
 from orchestration_core.audit.cleanup import DEFAULT_BATCH_SIZE, DEFAULT_OLDER_THAN_DAYS
+from racing_orchestration.cli import needs_instance
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--older-than-days", type=_positive_int, default=DEFAULT_OLDER_THAN_DAYS, metavar="N")
     parser.add_argument("--batch-size", type=_positive_int, default=DEFAULT_BATCH_SIZE, metavar="N")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(handler=run_cleanup)
+    parser.set_defaults(handler=run_cleanup, needs=needs_instance)
 
 
 def _positive_int(text: str) -> int:

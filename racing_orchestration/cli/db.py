@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from orchestration_core.cli_environment import not_set
 from orchestration_core.settings import platform_settings, secret
 from racing_orchestration.race_db.migrations import (
     current_revision,
@@ -31,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _url(args: argparse.Namespace) -> str | None:
     url = args.url or secret(platform_settings().racing_database_url)
     if not url:
-        print(f"racing db {args.db_command}: no database URL: pass --url or set {URL_ENV}", file=sys.stderr)
+        print(f"racing db {args.db_command}: no database URL: pass --url or set {URL_ENV} "
+              f"({not_set(URL_ENV)})", file=sys.stderr)
     return url
 
 

@@ -9,7 +9,7 @@ import sys
 from tabulate import tabulate
 
 from racing_orchestration.checkpoints.fetch import TAG_TRIGGERED_BY
-from racing_orchestration.cli import dagster_home_missing
+from racing_orchestration.cli import needs_instance_and_race_db
 from racing_orchestration.cli.launch import EXIT_STILL_QUEUED, add_queue_arguments, submit
 
 EXIT_PARTIAL = 1
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--categories", help="comma list, default T,H,G")
     parser.add_argument("--countries", help="comma list, default NZ,AUS")
     add_queue_arguments(parser)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, needs=needs_instance_and_race_db)
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -39,8 +39,6 @@ def _split(value: str | None) -> list[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if dagster_home_missing("scrape"):
-        return EXIT_FAILED
     return run_in_process(args) if args.in_process else run_queued(args)
 
 
