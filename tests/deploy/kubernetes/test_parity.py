@@ -1,0 +1,128 @@
+"""The Kubernetes form differs from compose only where the platform does. The alert path and workspace are generated
+from the compose files (base/generated/ holds exact copies), and the instance equals deploy/dagster.yaml in every
+block but the run launcher, whose Kubernetes settings map compose's one by one."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.compose_model import REPO_ROOT
+from tests.deploy.kubernetes.manifests import (
+    BASE_DIR,
+    KUBERNETES_DIR,
+    NAMESPACE,
+    compose_instance,
+    find,
+    instance_config,
+    render,
+)
+
+pytestmark = pytest.mark.unit
+
+_spec = importlib.util.spec_from_file_location("sync_from_compose", BASE_DIR / "scripts" / "sync_from_compose.py")
+sync_from_compose = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sync_from_compose)
+
+OBJECTS = render(KUBERNETES_DIR)
+
+
+@pytest.mark.parametrize("name", sorted(sync_from_compose.SOURCES))
+def test_generated_copy_equals_its_compose_source(name: str) -> None:
+    source = sync_from_compose.SOURCES[name]
+    assert name not in sync_from_compose.stale_copies(), (
+        f"deploy/kubernetes/base/generated/{name} differs from {source}: run "
+        ".venv/bin/python deploy/kubernetes/base/scripts/sync_from_compose.py")
+
+
+def test_a_changed_source_is_reported_and_resynced(tmp_path: Path) -> None:
+    """The check above fails on a real difference, and the script repairs it (on a copy of the tree)."""
+    for name, source in sync_from_compose.SOURCES.items():
+        (tmp_path / source).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / source).write_bytes((REPO_ROOT / source).read_bytes())
+    generated = tmp_path / "generated"
+    assert sync_from_compose.stale_copies(generated, tmp_path) == sorted(sync_from_compose.SOURCES, key=list(
+        sync_from_compose.SOURCES).index)
+    sync_from_compose.sync(generated, tmp_path)
+    assert sync_from_compose.stale_copies(generated, tmp_path) == []
+    rules = tmp_path / "deploy/prometheus/alerts.yml"
+    rules.write_text(rules.read_text().replace("for: 1m", "for: 2m", 1))
+    assert sync_from_compose.stale_copies(generated, tmp_path) == ["alerts.yml"]
+
+
+@pytest.mark.parametrize(("config_map", "files"), [
+    ("prometheus-config", {"prometheus.yml": "deploy/prometheus/prometheus.yml",
+                           "alerts.yml": "deploy/prometheus/alerts.yml"}),
+    ("alertmanager-config", {"alertmanager.yml": "deploy/alertmanager/alertmanager.yml",
+                             "slack.tmpl": "deploy/alertmanager/slack.tmpl",
+                             "entrypoint.sh": "deploy/alertmanager/entrypoint.sh"}),
+    ("dagster-workspace", {"workspace.yaml": "deploy/workspace.yaml"}),
+    ("postgres-init", {"10-init-databases.sh": "deploy/postgres/init-databases.sh"}),
+])
+def test_rendered_config_maps_carry_the_compose_files(config_map: str, files: dict[str, str]) -> None:
+    matches = [o for o in OBJECTS if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith(config_map + "-")]
+    assert len(matches) == 1
+    assert matches[0]["data"] == {key: (REPO_ROOT / path).read_text() for key, path in files.items()}
+
+
+def instance_differences(kubernetes: dict, compose: dict) -> list[str]:
+    """Top-level instance blocks that differ, the run launcher aside (the platform's one difference)."""
+    keys = (set(kubernetes) | set(compose)) - {"run_launcher"}
+    return sorted(key for key in keys if kubernetes.get(key) != compose.get(key))
+
+
+def test_instance_equals_compose_but_for_the_launcher() -> None:
+    assert instance_differences(instance_config(OBJECTS), compose_instance()) == []
+
+
+@pytest.mark.parametrize(("block", "path", "value"), [
+    ("concurrency", ("runs", "max_concurrent_runs"), 26),
+    ("run_monitoring", ("max_runtime_seconds",), 7200),
+    ("run_retries", ("max_retries",), 2),
+    ("retention", ("schedule", "purge_after_days"), 30),
+    ("run_coordinator", ("config", "dequeue_interval_seconds"), 5),
+])
+def test_a_compose_setting_not_reflected_fails(block: str, path: tuple[str, ...], value: object) -> None:
+    compose = compose_instance()
+    node = compose[block]
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    assert instance_differences(instance_config(OBJECTS), compose) == [block]
+
+
+def test_the_launcher_maps_compose_launcher_setting_by_setting() -> None:
+    compose = compose_instance()["run_launcher"]["config"]
+    k8s = instance_config(OBJECTS)["run_launcher"]
+    assert (k8s["module"], k8s["class"]) == ("dagster_k8s", "K8sRunLauncher")
+    config = k8s["config"]
+    assert config["job_namespace"] == NAMESPACE
+    # env passthrough -> ConfigMap and Secret by name: every variable compose passes reaches run pods.
+    settings = find(OBJECTS, "ConfigMap", config["env_config_maps"][0])["data"]
+    secret_keys = set(RUNTIME_SECRET_KEYS)
+    assert config["env_secrets"] == ["racing-orchestration-runtime"]
+    assert set(compose["env_vars"]) <= set(settings) | secret_keys
+    # ...and nothing compose does not give its services (x-runtime-env).
+    runtime_env = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["x-runtime-env"]
+    assert set(settings) | secret_keys <= set(runtime_env)
+    assert not set(settings) & secret_keys
+    # mem_limit -> resources; auto_remove -> a TTL of at most a day; Dagster retries, not the Job controller.
+    assert config["resources"]["limits"]["memory"] == "1Gi" and compose["container_kwargs"]["mem_limit"] == "1g"
+    job_spec = config["run_k8s_config"]["job_spec_config"]
+    assert 0 < job_spec["ttl_seconds_after_finished"] <= 86400
+    assert job_spec["backoff_limit"] == 0
+    # The same folders at the same paths: compose's named volumes -> PVCs.
+    mounts = {m["mountPath"] + (":ro" if m.get("readOnly") else "") for m in config["volume_mounts"]}
+    assert mounts == {v.split(":", 1)[1] for v in compose["container_kwargs"]["volumes"]}
+    claims = {v["persistentVolumeClaim"]["claimName"] for v in config["volumes"]}
+    assert claims <= {o["metadata"]["name"] for o in OBJECTS if o["kind"] == "PersistentVolumeClaim"}
+    assert instance_config(OBJECTS)["compute_logs"]["config"]["base_dir"] == "/opt/dagster/compute_logs"
+
+
+# The keys of the Secret `racing-orchestration-runtime` (README "Kubernetes" creates it): the secret part of
+# compose's x-runtime-env.
+RUNTIME_SECRET_KEYS = ("DAGSTER_POSTGRES_URL", "RACING_DATABASE_URL", "MAINTENANCE_DATABASE_URL", "ALERT_WEBHOOK_URL",
+                       "GITEA_TOKEN")
