@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from pathlib import Path
 
 from local_stack.stack import LocalStack, StackOptions
 
@@ -17,15 +18,21 @@ TRUST_NOTICE = ("This stack is for one trusted user on this machine: the Dagster
                 "\"Ports\").")
 
 
-def banner(dagster_url: str, sim_url: str, export_dir: str, api_url: str | None) -> str:
+def banner(dagster_url: str, sim_url: str, export_dir: str, api_url: str | None, env_file: str = ".local/env") -> str:
     """What `make run` prints once the stack is up."""
     return (
         f"\nLocal stack is up:\n  Dagster UI      {dagster_url}\n"
         f"  Simulated TAB   {sim_url}\n"
         f"  Parquet export  {export_dir}\n"
         + (f"  Control API     {api_url}/docs (INSECURE dev mode: no API key)\n" if api_url else "")
+        + f"In another terminal, `source {env_file}` for the racing, maintenance and dagster commands.\n"
         + f"{TRUST_NOTICE}\nPress Ctrl-C to stop everything.\n"
     )
+
+
+def shown_path(path: Path, cwd: Path) -> str:
+    """Pure: `path` relative to `cwd` when inside it (`.local/env` from the repository), else absolute."""
+    return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stack.start()
         api_url = stack.api_url if "api" in stack.processes else None
-        print(banner(stack.dagster_url, stack.sim_base_url, stack.env["RACING_EXPORT_DIR"], api_url), flush=True)
+        print(banner(stack.dagster_url, stack.sim_base_url, stack.env["RACING_EXPORT_DIR"], api_url,
+                     shown_path(stack.env_file, Path.cwd())), flush=True)
         while all(p.poll() is None for p in stack.processes.values()):
             time.sleep(1)
         print("\nA stack process exited; stopping the rest.", flush=True)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +62,28 @@ def free_port() -> int:
     with socket.socket() as sock:  # an unusual port range: let the kernel choose
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# What `source .local/env` gives a second terminal: every variable the `racing`, `maintenance` and `dagster` commands
+# read, pointing at the running stack (present only when the stack sets them).
+ENV_FILE_VARIABLES = ("DAGSTER_HOME", "DAGSTER_POSTGRES_URL", "RACING_DATABASE_URL", "MAINTENANCE_DATABASE_URL",
+                      "TAB_API_BASE_URL", "RACING_EXPORT_DIR", "DAGSTER_UI_URL", "RACING_TIMEZONE",
+                      "MAINTENANCE_TIMEZONE", "SCHEDULER_API_KEY")
+
+
+def env_file_text(env: Mapping[str, str], names: Iterable[str]) -> str:
+    """Pure: `export NAME=value` lines (shell-quoted) for each of `names` set in `env`."""
+    lines = [f"export {name}={shlex.quote(env[name])}" for name in dict.fromkeys(names) if env.get(name)]
+    return "# Written by `make run` for the stack it serves: `source .local/env` in another terminal.\n" + \
+        "\n".join(lines) + "\n"
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write `text` readable by its owner only (0600): the env file carries database URLs with their passwords."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older file keeps its mode through O_CREAT
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
 
 
 def wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
@@ -117,6 +141,10 @@ class LocalStack:
     def api_url(self) -> str:
         return f"http://{self.options.host}:{self.options.api_port}"
 
+    @property
+    def env_file(self) -> Path:
+        return self.options.data_dir / "env"
+
     def start(self, *, wait: bool = True) -> None:
         opts = self.options
         opts.data_dir.mkdir(parents=True, exist_ok=True)
@@ -147,6 +175,7 @@ class LocalStack:
                 self.env["SCHEDULER_API_KEY"] = opts.api_key
             self._spawn("api", [sys.executable, "-m", "control_api", "--host", opts.host,
                                 "--port", str(opts.api_port), *auth])
+        write_private_file(self.env_file, env_file_text(self.env, (*ENV_FILE_VARIABLES, *opts.extra_env)))
         if wait:
             # Generous: each wait ends early if its process exits. On a host at load ~30 (the full suite beside an
             # image build) the feed took more than 30 s to answer and the API more than 60.
@@ -185,6 +214,7 @@ class LocalStack:
         for process in reversed(list(self.processes.values())):
             _stop_group(process)
         self.processes.clear()
+        self.env_file.unlink(missing_ok=True)  # its URLs point at this stack only
         if self._postgres is not None:
             self._postgres.cleanup()
             self._postgres = None
