@@ -1,5 +1,6 @@
 """Wiring of the maintenance_jobs code location."""
 
+import orchestration_core.warning_filters  # noqa: F401 - first: silences known-harmless warnings
 import dagster as dg
 
 from maintenance_jobs.jobs import MAINTENANCE_JOBS

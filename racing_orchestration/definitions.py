@@ -1,5 +1,6 @@
 """Wiring of the racing_orchestration code location."""
 
+import orchestration_core.warning_filters  # noqa: F401 - first: silences known-harmless warnings
 import dagster as dg
 
 from orchestration_core.audit.alerts import (
