@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -106,3 +107,25 @@ def run_log(dagster_url: str, run_id: str) -> list[str]:
     scrape SUCCESS with no outcome tag and no race stored, on a loaded host only)."""
     return [f"{e['__typename']} {e.get('stepKey') or ''} {e.get('message', '')}".strip()
             for e in run_events(dagster_url, run_id)]
+
+
+# README's sections whose shell blocks run as written against the `make run` stack after `source .local/env`.
+README_COMMAND_SECTIONS = ("## First ten minutes", "### Driving it from outside: GraphQL and the dagster CLI", "## CLI")
+_SHELL_BLOCK = re.compile(r"^(?P<indent>[ \t]*)```(?:bash|sh|shell)\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
+
+
+def readme_section(readme: str, heading: str) -> str:
+    """The text under `heading` (a whole line) up to the next heading of the same or a higher level."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines = readme.splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.rstrip("\n") == heading)
+    end = next((i for i in range(start + 1, len(lines))
+                if (hashes := len(lines[i]) - len(lines[i].lstrip("#"))) and hashes <= level
+                and lines[i][hashes:hashes + 1] == " "), len(lines))
+    return "".join(lines[start:end])
+
+
+def shell_blocks(section: str) -> list[str]:
+    """Each ```bash block of a section, as written (a list item's indent removed)."""
+    return ["".join(line.removeprefix(m["indent"]) for line in m["body"].splitlines(keepends=True))
+            for m in _SHELL_BLOCK.finditer(section)]

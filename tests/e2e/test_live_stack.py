@@ -6,7 +6,10 @@ process is left behind.
 
 import datetime as dt
 import os
+import shlex
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -17,10 +20,20 @@ import httpx
 import pytest
 from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
 
-from local_stack.stack import LocalStack, StackOptions, free_port
+from local_stack.stack import LocalStack, StackOptions, free_port, wait_for_http
 from tests.conftest import REPO_ROOT
 from tests.browser import dismiss_onboarding, launch, needs_chromium
-from tests.e2e.live_stack import graphql_runs, processes_mentioning, run_errors, run_log, tags_of, wait_for
+from tests.e2e.live_stack import (
+    README_COMMAND_SECTIONS,
+    graphql_runs,
+    processes_mentioning,
+    readme_section,
+    run_errors,
+    run_log,
+    shell_blocks,
+    tags_of,
+    wait_for,
+)
 
 API_KEY = "live-test-key"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
@@ -251,6 +264,46 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
         page.get_by_text("/tasks", exact=False).first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "control-api-docs.png"), full_page=True)
         browser.close()
+
+
+@pytest.fixture
+def dev_mode_api_port(stack):
+    """The control API as `make run` starts it (insecure dev mode, no key) on the stack's databases, beside the
+    stack's keyed one: README's curl lines send no key."""
+    port = free_port()
+    env = {name: value for name, value in stack.env.items() if name != "SCHEDULER_API_KEY"}
+    process = subprocess.Popen([sys.executable, "-m", "control_api", "--host", "127.0.0.1", "--port", str(port),
+                                "--insecure-dev"], env=env, cwd=REPO_ROOT, start_new_session=True)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/health", 180, process)
+        yield port
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def test_readme_command_blocks_run_as_written_after_source_local_env(stack, dev_mode_api_port, tmp_path) -> None:
+    """Every shell block of README's "First ten minutes", "Driving it from outside" and "CLI", extracted from the
+    README text, run in a fresh shell whose only preparation is the documented `source .local/env` (this stack's
+    file; only the ports differ from `make run`'s)."""
+    assert stat.S_IMODE(stack.env_file.stat().st_mode) == 0o600  # database URLs with their passwords
+    readme = (REPO_ROOT / "README.md").read_text()
+    ports = {"127.0.0.1:3000": f"127.0.0.1:{stack.options.dagster_port}",
+             "127.0.0.1:8090": f"127.0.0.1:{dev_mode_api_port}"}
+    # A new terminal: the venv's commands on PATH (an activated venv), nothing of the stack's environment.
+    shell_env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin", "HOME": str(tmp_path),
+                 "LANG": "C.UTF-8"}
+    for heading in README_COMMAND_SECTIONS:
+        for block in shell_blocks(readme_section(readme, heading)):
+            script = block
+            for readme_port, port in ports.items():
+                script = script.replace(readme_port, port)
+            done = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c",
+                                   f"source {shlex.quote(str(stack.env_file))}\n{script}"],
+                                  cwd=REPO_ROOT, env=shell_env, capture_output=True, text=True, timeout=900)
+            assert done.returncode == 0, (heading, block, done.stdout[-2000:], done.stderr[-3000:])
+            assert "Traceback" not in done.stderr and "PythonError" not in done.stdout, (heading, block,
+                                                                                        done.stderr[-3000:])
 
 
 def test_stop_leaves_no_process_behind(stack) -> None:
