@@ -28,6 +28,7 @@ DAGSTER_IMAGE_ROOTS = (
     "dagster-graphql",
     "dagster-postgres",
     "dagster-docker",
+    "dagster-k8s",  # the Kubernetes form's K8sRunLauncher runs in the daemon and webserver (deploy/kubernetes)
     "sqlalchemy",
     "psycopg2-binary",
 )

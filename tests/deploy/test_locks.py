@@ -57,7 +57,9 @@ def test_both_images_pin_the_same_versions() -> None:
     differing = {name: (v, USER_CODE_LOCK.get(name)) for name, v in DAGSTER_LOCK.items()
                  if USER_CODE_LOCK.get(name) != v}
     assert not differing
-    for package in ("dagster", "dagster-webserver", "dagster-graphql", "dagster-postgres", "dagster-docker"):
-        assert package in DAGSTER_LOCK
+    # The launchers run in the daemon and webserver: Docker's for compose, Kubernetes' for deploy/kubernetes.
+    for package in ("dagster", "dagster-webserver", "dagster-graphql", "dagster-postgres", "dagster-docker",
+                    "dagster-k8s", "kubernetes"):
+        assert package in DAGSTER_LOCK, package
     assert not NOT_IN_IMAGES & (DAGSTER_LOCK.keys() | USER_CODE_LOCK.keys())
     assert DAGSTER_LOCK["sqlalchemy"].startswith("2.0.")  # 2.1 maps postgresql:// to psycopg 3
