@@ -68,18 +68,7 @@ class DagsterWebserverClient:
             "runConfigData": run_config,
             "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in sorted(tags.items())]},
         }
-        try:
-            response = httpx.post(
-                f"{self.url.rstrip('/')}/graphql",
-                json={"query": LAUNCH_RUN_MUTATION, "variables": {"executionParams": params}},
-                timeout=self.timeout_seconds,
-            )
-        except httpx.HTTPError as exc:
-            raise WebserverUnavailable(f"Dagster webserver at {self.url} unreachable: {exc}") from None
-        try:
-            body = response.json()
-        except ValueError:
-            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered non-JSON ({response.status_code})")
+        response, body = self._post(LAUNCH_RUN_MUTATION, {"executionParams": params})
         if response.status_code >= 500 and not ((body or {}).get("data") or {}).get("launchRun"):
             raise WebserverUnavailable(f"Dagster webserver at {self.url} answered {response.status_code}")
         # A launchRun answer with a 500 is Dagster's PythonError (e.g. a resource's environment variable missing in
@@ -89,15 +78,7 @@ class DagsterWebserverClient:
     def query(self, document: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         """The `data` of a GraphQL query; WebserverUnavailable when the webserver cannot answer, QueryRejected when
         it answers with errors."""
-        try:
-            response = httpx.post(f"{self.url.rstrip('/')}/graphql",
-                                  json={"query": document, "variables": variables or {}}, timeout=self.timeout_seconds)
-        except httpx.HTTPError as exc:
-            raise WebserverUnavailable(f"Dagster webserver at {self.url} unreachable: {exc}") from None
-        try:
-            body = response.json()
-        except ValueError:
-            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered non-JSON ({response.status_code})")
+        response, body = self._post(document, variables or {})
         if not isinstance(body, dict):
             raise WebserverUnavailable(f"Dagster webserver at {self.url} answered {type(body).__name__}, not an object")
         if body.get("errors"):
@@ -106,6 +87,19 @@ class DagsterWebserverClient:
         if response.status_code >= 400 or not isinstance(body.get("data"), dict):
             raise WebserverUnavailable(f"Dagster webserver at {self.url} answered {response.status_code} without data")
         return body["data"]
+
+
+    def _post(self, document: str, variables: dict[str, Any]) -> tuple[httpx.Response, Any]:
+        """POST one GraphQL document; the response and its JSON body, or WebserverUnavailable."""
+        try:
+            response = httpx.post(f"{self.url.rstrip('/')}/graphql", json={"query": document, "variables": variables},
+                                  timeout=self.timeout_seconds)
+        except httpx.HTTPError as exc:
+            raise WebserverUnavailable(f"Dagster webserver at {self.url} unreachable: {exc}") from None
+        try:
+            return response, response.json()
+        except ValueError:
+            raise WebserverUnavailable(f"Dagster webserver at {self.url} answered non-JSON ({response.status_code})")
 
 
 def launched_run_id(body: dict[str, Any]) -> str:

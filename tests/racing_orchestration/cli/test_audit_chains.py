@@ -4,7 +4,6 @@ run storage: the morning scrape's step retries and its re-execution, the post-ra
 
 import datetime as dt
 import json
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -88,15 +87,8 @@ def checkpoint_run(f: RunFactory, status: dg.DagsterRunStatus, checkpoint: str, 
     return f.instance.get_run_by_id(run.run_id)
 
 
-@pytest.fixture
-def home_for(tmp_path: Path, dagster_database_url: str, monkeypatch) -> Path:
-    (tmp_path / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {dagster_database_url}\n")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    return tmp_path
-
-
 @pytest.mark.integration
-def test_audit_retries_shows_every_chain(pg_instance, racing_db_url, sim_feed, home_for, capsys) -> None:
+def test_audit_retries_shows_every_chain(pg_instance, racing_db_url, sim_feed, postgres_dagster_home, capsys) -> None:
     # 1. The morning scrape: its only combination fails, is retried inside the run, and the run fails; re-executed
     #    (all steps: from failure would only repeat the summary) once TAB is back, the re-execution succeeds.
     FEED.configure(base_url=sim_feed.base_url, database_url=racing_db_url, failing={("T", "NZ")})

@@ -31,15 +31,9 @@ def test_a_long_line_is_not_cut() -> None:
     assert shown_lines(line) == line
 
 
-@pytest.fixture
-def dagster_home(tmp_path: Path, dagster_database_url: str, monkeypatch) -> Path:
-    (tmp_path / "dagster.yaml").write_text(f"storage:\n  postgres:\n    postgres_url: {dagster_database_url}\n")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
-    return tmp_path
-
-
 @pytest.mark.integration
-def test_hostile_tags_are_clamped_and_escaped(pg_instance: dg.DagsterInstance, dagster_home: Path, capsys) -> None:
+def test_hostile_tags_are_clamped_and_escaped(pg_instance: dg.DagsterInstance, postgres_dagster_home: Path,
+                                              capsys) -> None:
     hostile = "\x1b]0;owned\x07\x1b[2J\u202eevil"
     RunFactory(pg_instance).recorded(dg.DagsterRunStatus.SUCCESS, tags={
         "racing/outcome": hostile,

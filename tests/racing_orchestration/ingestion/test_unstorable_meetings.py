@@ -6,7 +6,6 @@ stored. Error text quoting TAB (terminal escapes, bidi characters) reaches neith
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import json
 import re
@@ -21,6 +20,7 @@ from racing_orchestration.ingestion.scrape import scrape_combination_once
 from racing_orchestration.tab.client import TabApiError, TabClient
 from racing_orchestration.tab.models import TabPayloadError
 from tests.racing_orchestration.tab.hostile_server import Behaviour, hostile_server
+from tests.racing_orchestration.tab.payload_edits import with_value
 
 MEETINGS = "nz_meetings_list_2025-07-17.json"
 COMBINATION = ScrapeCombination("T", "NZ", dt.date(2025, 7, 17))
@@ -35,13 +35,7 @@ def sample(tab_samples_dir: Path) -> dict[str, Any]:
 
 
 def _put(payload: dict, path: str, value: Any) -> bytes:
-    payload = copy.deepcopy(payload)
-    *parents, last = path.split(".")
-    node: Any = payload
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node[key]
-    node[last] = value
-    return json.dumps(payload).encode()
+    return json.dumps(with_value(payload, path, value)).encode()
 
 
 def _scrape(body: bytes, race_db, status: int = 200):

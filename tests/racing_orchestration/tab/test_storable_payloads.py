@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from racing_orchestration.tab.models import TabPayloadError, parse_event_response, parse_meetings_response
+from tests.racing_orchestration.tab.payload_edits import with_value
 
 pytestmark = pytest.mark.unit
 
@@ -30,16 +31,6 @@ def meetings_payload(tab_samples_dir: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def event_payload(tab_samples_dir: Path) -> dict[str, Any]:
     return json.loads((tab_samples_dir / EVENT).read_text())
-
-
-def _put(payload: dict, path: str, value: Any) -> dict:
-    payload = copy.deepcopy(payload)
-    *parents, last = path.split(".")
-    node: Any = payload
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node[key]
-    node[int(last) if isinstance(node, list) else last] = value
-    return payload
 
 
 # (path in the /meetings payload, hostile value, where the refusal must point)
@@ -62,13 +53,13 @@ MEETING_HOSTILE = [
                                                                           MEETING_HOSTILE])
 def test_an_unstorable_meeting_value_is_refused_naming_its_field(meetings_payload, path, value, where) -> None:
     with pytest.raises(TabPayloadError) as raised:
-        parse_meetings_response(_put(meetings_payload, path, value))
+        parse_meetings_response(with_value(meetings_payload, path, value))
     assert raised.value.problem.startswith(where), raised.value.problem
 
 
 @pytest.mark.parametrize("value", [INT4_MAX, INT4_MIN, 0])
 def test_integers_on_the_int4_boundary_are_read(meetings_payload, value: int) -> None:
-    payload = _put(_put(meetings_payload, "data.meetings.2.races.0.race_number", value),
+    payload = with_value(with_value(meetings_payload, "data.meetings.2.races.0.race_number", value),
                    "data.meetings.2.races.0.distance", value)
     race = parse_meetings_response(payload)[2].races[0]
     assert (race.race_number, race.distance) == (value, value or None)  # 0 is TAB's "unknown" distance
@@ -98,7 +89,7 @@ EVENT_HOSTILE = [
                                                                         EVENT_HOSTILE])
 def test_an_unstorable_event_value_is_refused_naming_its_field(event_payload, path, value, where) -> None:
     with pytest.raises(TabPayloadError) as raised:
-        parse_event_response(_put(event_payload, path, value))
+        parse_event_response(with_value(event_payload, path, value))
     assert raised.value.problem.startswith(where), raised.value.problem
 
 
