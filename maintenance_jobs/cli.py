@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import re
 import sys
 from zoneinfo import ZoneInfo
@@ -23,6 +22,7 @@ from orchestration_core.cli_environment import (
     environment_missing,
     instance_variables,
     not_set,
+    process_environment,
 )
 from orchestration_core.settings import platform_settings, secret
 
@@ -115,8 +115,9 @@ def _history(args: argparse.Namespace) -> int:
     url = _database_url(args)
     # DAGSTER_HOME is optional here (without it the history leaves out runs not recorded yet); once it is set, the
     # instance's own variables must be too, or Dagster ends the command in a config traceback.
-    if os.environ.get(DAGSTER_HOME) and environment_missing(f"maintenance {args.command}",
-                                                            instance_variables(os.environ)):
+    environment = process_environment()
+    if environment.get(DAGSTER_HOME) and environment_missing(f"maintenance {args.command}",
+                                                             instance_variables(environment)):
         return EXIT_MISSING_ENVIRONMENT
     prepare_registry(url)
     timezone = maintenance_timezone()

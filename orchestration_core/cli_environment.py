@@ -62,6 +62,12 @@ def missing_message(command: str, name: str) -> str:
     return f"{command}: {not_set(name)}"
 
 
+def process_environment() -> Mapping[str, str]:
+    """This process's environment, for the presence checks here: which variables a command will need is not a
+    setting, so it is read here rather than through a settings object (tests/test_settings.py names this module)."""
+    return os.environ
+
+
 def environment_missing(command: str, names: Iterable[str], env: Mapping[str, str] | None = None) -> bool:
     """True, after printing the one line on stderr, when one of `names` is missing."""
     name = first_missing(names, os.environ if env is None else env)

@@ -3,10 +3,11 @@
 # - prometheus (promtool) validates the Prometheus config and alert rules in tests/deploy;
 # - prometheus-alertmanager (amtool and Alertmanager) checks the routing tree and posts test alerts in tests/deploy;
 # - nginx is the front of the Dagster webserver; tests/deploy/test_front.py runs it with the repository's config;
+# - kubernetes-client (kubectl) renders deploy/kubernetes with `kubectl kustomize` in tests/deploy/kubernetes;
 # - chromium is the browser the live-stack test drives headless through Playwright (never a browser download);
 # - docker.io runs the compose deployment in tests/production (which starts dockerd when none runs), and debootstrap
 #   builds the base-image stand-ins there, where no image registry is reachable.
-# Usage: tools/system_packages.sh fast|all   (`make test-fast` needs the first three; `make test` all of them).
+# Usage: tools/system_packages.sh fast|all   (`make test-fast` needs the first four; `make test` all of them).
 # Without root or sudo it names what is missing and exits 0: the tests that need it then fail, never skip.
 set -euo pipefail
 tier="${1:-all}"

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Mapping
 
-from orchestration_core.cli_environment import EXIT_MISSING_ENVIRONMENT, environment_missing, instance_variables
+from orchestration_core.cli_environment import (
+    EXIT_MISSING_ENVIRONMENT,
+    environment_missing,
+    instance_variables,
+    process_environment,
+)
 
 # Subcommand modules, in the order `racing --help` lists them.
 SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "check"]
@@ -37,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     # Each subcommand names the variables it needs (`needs`): checked before it touches any database, so a missing
     # one is one line naming it, not Dagster's config traceback.
     needs = getattr(args, "needs", None)
-    if needs is not None and environment_missing(f"racing {args.command}", needs(args, os.environ)):
+    if needs is not None and environment_missing(f"racing {args.command}", needs(args, process_environment())):
         return EXIT_MISSING_ENVIRONMENT
     return int(args.handler(args) or 0)
 
