@@ -3,6 +3,11 @@ day it stored meetings for (with the counts), and the card checks of each day it
 
 Shared by every run that stores cards: the morning scrape and the card refresh (their summary step) and the
 race_cards asset itself (UI materializations, backfills, `dagster asset materialize`).
+
+A morning scrape's combination may wait up to 3 x 30 minutes for its retries, and the summary step waits for it. So
+that the catalog shows a day's card as it is stored, each combination that stores meetings also records the day at
+once (`record_stored_combination`): a materialization with what the race database holds for the day so far, and the
+checks that already hold. The summary step still records each day's full card and all its checks last.
 """
 
 from __future__ import annotations
@@ -15,7 +20,13 @@ import dagster as dg
 
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.ingestion.combinations import CombinationResult, DayOutcome, day_outcomes, results_markdown
-from racing_orchestration.race_data.card_checks import card_checks, card_facts, check_evaluations
+from racing_orchestration.race_data.card_checks import (
+    CardFacts,
+    card_checks,
+    card_facts,
+    check_evaluations,
+    checks_while_scraping,
+)
 from racing_orchestration.race_data.catalog import RACE_CARDS, log_materialization, racing_day_key
 from racing_orchestration.race_db.resource import RaceDatabase
 
@@ -63,3 +74,41 @@ def record_card_days(context: dg.OpExecutionContext, results: Sequence[Combinati
             for evaluation in check_evaluations(card_checks(facts, now, tz), outcome.day):
                 context.log_event(evaluation)
     return outcomes
+
+
+def stored_so_far_materialization(result: CombinationResult, facts: CardFacts,
+                                  partition: str) -> dg.AssetMaterialization:
+    """The day's card as one combination leaves it: the race database's counts for the day, and what it stored."""
+    c = result.combination
+    return dg.AssetMaterialization(
+        asset_key=RACE_CARDS,
+        partition=partition,
+        description=f"{facts.meetings} meetings and {len(facts.races)} races stored for {facts.day} so far "
+        f"({c.category}/{c.country} stored {result.meetings} meetings); the run's summary records the day's full card",
+        metadata={
+            "meetings": facts.meetings,
+            "races": len(facts.races),
+            "combination": c.key,
+            "combination_meetings": result.meetings,
+            "combination_races": result.races,
+            "api_requests": result.api_requests,
+            "attempts": result.attempts,
+        },
+    )
+
+
+def record_stored_combination(context: dg.OpExecutionContext, result: CombinationResult, race_db: RaceDatabase,
+                              now: dt.datetime | None = None) -> None:
+    """Log the day's `race_cards` materialization and the checks that already hold, as soon as `result` stored
+    meetings. Nothing for a combination that stored none, nor for a day outside the partitions (the summary step
+    says so)."""
+    partition = racing_day_key(result.combination.day)
+    if not result.meetings or partition is None:
+        return
+    now = now or dt.datetime.now(dt.UTC)
+    with race_db.connect() as conn:
+        facts = card_facts(conn, result.combination.day)
+    context.log_event(stored_so_far_materialization(result, facts, partition))
+    for evaluation in check_evaluations(checks_while_scraping(card_checks(facts, now, racing_timezone())),
+                                        result.combination.day):
+        context.log_event(evaluation)

@@ -19,7 +19,7 @@ from racing_orchestration.ingestion.combinations import (
     scrape_days,
     summarize,
 )
-from racing_orchestration.ingestion.card_days import record_card_days
+from racing_orchestration.ingestion.card_days import record_card_days, record_stored_combination
 from racing_orchestration.ingestion.scrape import scrape_combination_once
 from racing_orchestration.race_db.resource import RaceDatabase
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
@@ -47,6 +47,11 @@ class CombinationRetryConfig(dg.Config):
     # Today's empty card is tried again like a failed one (TAB may publish it after 06:00). Off for a partial card
     # known to be complete, e.g. the simulated feed's dense mode, which races in only some combinations.
     retry_empty: bool = True
+    # Each combination that stores meetings records the day's race_cards materialization and checks at once, so the
+    # catalog shows the card while other combinations wait for their retries (the summary step waits for them all).
+    # Only where a combination may wait (max_retries > 0): without retries the summary follows the last fetch at once.
+    # Off in the race_cards asset, whose record step records each day of the run (a backfill reads those).
+    record_card_as_stored: bool = True
 
 
 @dg.op(out=dg.DynamicOut(ScrapeCombination), description="Fan out one step per (category, country, date).",
@@ -71,7 +76,8 @@ def plan_scrape_combinations(context: dg.OpExecutionContext, race_db: RaceDataba
     # so today's empty combinations are retried too, and so the last attempt can give up gracefully (a failed
     # combination must not fail the other ones; a still-empty one ends `empty`).
     retry_policy=dg.RetryPolicy(max_retries=COMBINATION_MAX_RETRIES, delay=COMBINATION_RETRY_DELAY_SECONDS),
-    description="Fetch one combination's meetings from the TAB API and store them.",
+    description="Fetch one combination's meetings from the TAB API and store them; record the day's race_cards as "
+                "stored so far.",
     config_schema=literal_config_schema(CombinationRetryConfig),
 )
 def scrape_combination(
@@ -103,6 +109,12 @@ def scrape_combination(
             context.log.info(f"{combination.key} has no meetings yet (attempt {attempt + 1}); "
                              f"trying again in {config.retry_delay_seconds:.0f} s")
             raise dg.RetryRequested(max_retries=config.max_retries, seconds_to_wait=config.retry_delay_seconds)
+    if config.record_card_as_stored and config.max_retries > 0:
+        try:
+            record_stored_combination(context, result, race_db)
+        except sa.exc.SQLAlchemyError as exc:  # the card is stored; only the catalog's view of it could not be read
+            context.log.error(f"race_cards of {combination.day} not recorded yet: the race database could not be read "
+                              f"({exc}); the summary step records it")
     context.add_output_metadata(
         {"status": result.status, "meetings": result.meetings, "races": result.races,
          "api_requests": result.api_requests, "attempts": result.attempts, "error": result.error or ""}

@@ -64,7 +64,9 @@ def _step_config(values: dict) -> dict:
         "plan_card_combinations": {"config": {"categories": config.categories, "countries": config.countries}},
         "scrape_combination": {"config": {"max_retries": config.max_retries,
                                           "retry_delay_seconds": config.retry_delay_seconds,
-                                          "retry_empty": config.retry_empty}},
+                                          "retry_empty": config.retry_empty,
+                                          # record_race_cards records each stored day of the range, once per run
+                                          "record_card_as_stored": False}},
     }
 
 

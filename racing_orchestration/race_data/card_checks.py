@@ -14,7 +14,9 @@
 
 The checks run in the step that stored the card (the morning scrape's and card refresh's summary step, the
 race_cards asset's record step), one evaluation per racing day, so a backfill over a range records each day's
-result under its own partition.
+result under its own partition. While a morning scrape's combinations wait for their retries, each one that stores
+meetings also evaluates its day at once (`checks_while_scraping`): what is stored is judged as it is stored, and a
+failing `card_not_empty` waits for the summary step, which judges the day once its scrape is done.
 """
 
 from __future__ import annotations
@@ -147,3 +149,12 @@ def check_evaluations(checks: list[CardCheck], day: dt.date) -> list[dg.AssetChe
         )
         for check in checks
     ]
+
+
+def checks_while_scraping(checks: list[CardCheck]) -> list[CardCheck]:
+    """The checks a combination records as soon as it stored the day's meetings, while others may still be retrying.
+
+    `races_have_runners` and `start_times_on_day` judge what is stored, so they hold from the moment it is stored.
+    `card_not_empty` judges the day once its scrape is done: a pass is already true, a failure (meetings without
+    races so far) may still be filled by a combination that is retrying, so it is left to the summary step."""
+    return [check for check in checks if check.passed or check.name != CARD_NOT_EMPTY]

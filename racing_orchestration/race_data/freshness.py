@@ -5,7 +5,9 @@ Policies (Dagster's FreshnessPolicy, evaluated by the daemon's freshness daemon,
 - `race_cards`: stored between 06:00 and 07:45 racing time every day. The 06:00 morning scrape tries a failed
   combination again 30 minutes later at most 3 times (README, "Racing: what runs when"), so its last attempt starts
   at 07:30; 15 minutes more cover the attempt itself and the run queue. A card refresh (from 07:00) storing the card
-  counts too: what matters is that today's card arrived.
+  counts too: what matters is that today's card arrived. The scrape records the day as soon as a combination has
+  stored meetings for it, so a card that arrived is fresh while other combinations still wait for their retries;
+  the window is unchanged (a day no combination stored anything for by 07:45 is still stale).
 - `market_movers`, `race_day_export`: brought up to date at least once in the 24 hours before 23:00 racing time,
   i.e. during each racing day (the automation refreshes them every few minutes while data arrives).
 
