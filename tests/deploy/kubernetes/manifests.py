@@ -63,3 +63,13 @@ def instance_config(objects: list[dict]) -> dict:
 
 def compose_instance() -> dict:
     return yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())
+
+
+def api_code_servers(objects: list[dict]):
+    """The code servers the control API's Deployment pings (CODE_SERVER_ADDRESSES), parsed as the API parses them."""
+    from platform_monitoring.liveness import parse_code_servers
+
+    [container] = [c for c in find(objects, "Deployment", "api")["spec"]["template"]["spec"]["containers"]
+                   if c["name"] == "api"]
+    [value] = [e["value"] for e in container["env"] if e["name"] == "CODE_SERVER_ADDRESSES"]
+    return parse_code_servers(value)
