@@ -169,6 +169,30 @@ def test_a_run_launches_as_the_manifests_job_and_an_oom_kill_fails_it(
             message = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)[-1].message
             assert "K8s job has no active pods" in message
             assert "OOMKilled" in message
+            assert_the_failure_alert_reaches_the_webhook(instance, run)
+
+
+def assert_the_failure_alert_reaches_the_webhook(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
+    """The project's failure alert path on this run: `run_failure_alert`, evaluated on its RUN_FAILURE event as the
+    daemon's sensor loop evaluates it, posts to a real webhook receiver over HTTP."""
+    from orchestration_core.audit.alert_webhook import AlertWebhook
+    from orchestration_core.audit.alerts import run_failure_alert
+    from tests.deploy.webhook_receiver import serve as serve_receiver
+
+    receiver, thread = serve_receiver()
+    try:
+        failure = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE)[-1]
+        context = dg.build_run_status_sensor_context(
+            sensor_name="run_failure_alert", dagster_event=failure.dagster_event, dagster_instance=instance,
+            dagster_run=run).for_run_failure()
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/alerts"
+        assert run_failure_alert(context, alert_webhook=AlertWebhook(url=url, attempts=1)) is None
+        with receiver.lock:
+            [posted] = list(receiver.messages)
+        assert f"Run failed: {run.job_name}" in str(posted["body"]) and run.run_id in str(posted["body"])
+    finally:
+        receiver.shutdown()
+        thread.join(timeout=10)
 
 
 def _run_start_event(instance: dg.DagsterInstance, run_id: str):
