@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 REFRESH_SECONDS = 60.0
 # While the answer is incomplete or the webserver down, it is asked again this often (not on every request).
 RETRY_SECONDS = 5.0
-# A query that takes longer than this is treated as the webserver being unavailable (/health waits 0.8 s at most;
-# the catalog is fetched at start-up and refreshed in the background of a request that finds it old).
+# A query that takes longer than this is treated as the webserver being unavailable. The catalog is fetched at
+# start-up, then by the first request that finds it old; requests meanwhile wait for that one query (single flight).
 QUERY_TIMEOUT_SECONDS = 10.0
 
 WORKSPACE_QUERY = """

@@ -332,6 +332,8 @@ class StorageCollector(Collector):
         now = dt.datetime.now(dt.UTC)
         # Read once per render, by the first of the two sources that need it (a failure is retried by the second).
         task_schedules = functools.cache(lambda: overdue.enabled_task_schedules(self._registry()))
+        # One catalog for the whole render: every family of a scrape describes the same schedules, sensors and jobs.
+        known = functools.cache(self._known)
         errors = GaugeMetricFamily("maintenance_api_metrics_errors", "1 when a metrics source failed in this scrape",
                                    labels=["source"])
         sources: dict[str, Callable[[], Iterator[Metric]]] = {
@@ -342,14 +344,14 @@ class StorageCollector(Collector):
             "tab_requests": lambda: self._tab(now),
             "racing_day": lambda: racing_day_families(self._instance()),
             # What the alert rules compare against (platform_monitoring/alert_metrics.py, docs/alerts.md).
-            "instigators": lambda: self._instigators(now),
+            "instigators": lambda: self._instigators(now, known()),
             "code_servers": lambda: alert_metrics.code_server_families(
                 code_server_states(self._code_servers)),
             "task_schedules": lambda: self._task_schedules(task_schedules()),
             "job_schedules": lambda: alert_metrics.job_schedule_families(
-                overdue.scheduled_jobs(self._known().instigators, self._policies())),
+                overdue.scheduled_jobs(known().instigators, self._policies())),
             "catalog": self._catalog_problem,
-            "retry_limits": lambda: self._retry_limits(task_schedules()),
+            "retry_limits": lambda: self._retry_limits(task_schedules(), known()),
         }
         for source, produce in sources.items():
             try:
@@ -371,10 +373,10 @@ class StorageCollector(Collector):
         yield from run_families(rows, now)
         yield from live
 
-    def _instigators(self, now: dt.datetime) -> Iterator[Metric]:
+    def _instigators(self, now: dt.datetime, catalog: Catalog) -> Iterator[Metric]:
         """Each schedule's and sensor's tick state, and whether the daemon is up (the same rule as /health)."""
         instance = self._instance()
-        states = schedulers.tick_states(instance, self._known().instigators, now=now)
+        states = schedulers.tick_states(instance, catalog.instigators, now=now)
         yield from alert_metrics.instigator_families(states)
         intervals, newest = sensor_tick_inputs(((s.running, s.last_tick_at, s.interval_seconds)
                                                  for s in states if s.kind == "sensor"), now.timestamp())
@@ -406,9 +408,9 @@ class StorageCollector(Collector):
         successes = overdue.task_last_successes(self._instance(), (t.task for t in tasks))
         yield from alert_metrics.task_schedule_families(tasks, successes)
 
-    def _retry_limits(self, tasks: list[overdue.TaskSchedule]) -> Iterator[Metric]:
+    def _retry_limits(self, tasks: list[overdue.TaskSchedule], catalog: Catalog) -> Iterator[Metric]:
         instance = self._instance()
-        jobs = self._known().jobs
+        jobs = catalog.jobs
         default = instance.run_retries_max_retries if instance.run_retries_enabled else 0
         yield from alert_metrics.retry_limit_families(alert_metrics.step_retry_limits(jobs, self._policies()),
                                                       alert_metrics.run_retry_limits(jobs, default, tasks))
