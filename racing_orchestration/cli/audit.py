@@ -89,7 +89,7 @@ def run_audit(args: argparse.Namespace, instance=None) -> int:
     if args.by_outcome:
         data = outcome_counts(instance, args.since or parse_window("24h"))
         rows = [[c.job_name, c.total, *(c.counts.get(k, 0) for k in _OUTCOME_COLUMNS), _other(c.counts)] for c in data]
-        table = tabulate(rows, headers=["job", "total", *_OUTCOME_COLUMNS, "other"])
+        table = _table(rows, headers=["job", "total", *_OUTCOME_COLUMNS, "other"])
     elif args.retries:
         since = args.since or parse_window("7d")
         report = retry_chains(instance, since)
@@ -98,10 +98,11 @@ def run_audit(args: argparse.Namespace, instance=None) -> int:
         data = {"groups": report.groups, "step_retries_by_job": report.step_retries_by_job, "chains": chains,
                 "step_retries": steps}
         rows = [[g.job_name, g.retry_number, g.runs, _pairs(g.outcomes)] for g in report.groups]
-        table = "Re-executions by retry number\n" + tabulate(rows, headers=["job", "retry #", "runs", "outcomes"])
-        table += "\n\nRun chains (oldest run first)\n" + (tabulate(
-            chain_rows(chains), headers=["job", "linked by", "runs", "final", "runs (outcome)"]) if chains else "(none)")
-        table += "\n\nStep retries inside runs\n" + (tabulate(
+        table = "Re-executions by retry number\n" + _table(rows, headers=["job", "retry #", "runs", "outcomes"])
+        chain_headers = ["job", "linked by", "runs", "final", "runs (outcome)"]
+        table += "\n\nRun chains (oldest run first)\n" + (_table(chain_rows(chains), headers=chain_headers)
+                                                            if chains else "(none)")
+        table += "\n\nStep retries inside runs\n" + (_table(
             [[s.job_name, s.run_id[:8], s.step_key, s.retries, ", ".join(f"{w:g} s" for w in s.waits_seconds),
               s.ended, s.status or ""] for s in steps],
             headers=["job", "run", "step", "retries", "waits", "step ended", "result"]) if steps else "(none)")
@@ -120,19 +121,28 @@ def run_audit(args: argparse.Namespace, instance=None) -> int:
             ]
             for r in data
         ]
-        table = tabulate(rows, headers=["created (UTC)", "job", "outcome", "retry #", "items", "failed", "secs", "run"])
+        table = _table(rows, headers=["created (UTC)", "job", "outcome", "retry #", "items", "failed", "secs", "run"])
     if args.json:
         json.dump(to_jsonable(data), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(shown_lines(table) or "(no runs)")
+        print(table or "(no runs)")
     return 0
 
 
-def shown_lines(text: str) -> str:
-    """`text` with every line made showable: the tables quote run tags, which whoever launched a run chose, and a
-    terminal must not run their escapes or reorder their bidi text."""
-    return "\n".join(showable(line, limit=len(line) + 1) for line in text.split("\n"))
+# An escape is at most six characters (`\u202e`): a limit this many times a cell's length never cuts it.
+_NO_CUT = 6
+
+
+def shown_cells(rows: list[list]) -> list[list]:
+    """Each text cell made showable before the table is laid out (so the columns still line up): the tables quote run
+    tags, which whoever launched a run chose, and a terminal must not run their escapes or reorder their bidi text."""
+    return [[showable(cell, limit=_NO_CUT * len(cell) + 1) if isinstance(cell, str) else cell for cell in row]
+            for row in rows]
+
+
+def _table(rows, headers: list[str]) -> str:
+    return tabulate(shown_cells([list(row) for row in rows]), headers=headers)
 
 
 def _other(counts: dict[str, int]) -> str:

@@ -11,7 +11,7 @@ import pytest
 from orchestration_core.audit.queries import recent_runs
 from orchestration_core.tag_numbers import MAX_ITEM_COUNT, MAX_RETRY_NUMBER
 from racing_orchestration.cli import main
-from racing_orchestration.cli.audit import shown_lines
+from racing_orchestration.cli.audit import shown_cells
 from tests.orchestration_core.audit.run_factory import RunFactory
 
 UNSHOWABLE = ["\x1b", "\x07", "\x00", "\x9b", "\u202e", "\u2066", "\u200f", "\u2028"]
@@ -19,16 +19,14 @@ UNSHOWABLE = ["\x1b", "\x07", "\x00", "\x9b", "\u202e", "\u2066", "\u200f", "\u2
 
 @pytest.mark.unit
 @pytest.mark.parametrize("character", UNSHOWABLE)
-def test_every_line_is_shown_escaped_and_the_lines_stay(character: str) -> None:
-    text = f"job  outcome\nrace {character}[2J end\nlast"
-    shown = shown_lines(text)
-    assert character not in shown and shown.count("\n") == 2 and shown.endswith("\nlast")
+def test_every_text_cell_is_shown_escaped_and_numbers_stay(character: str) -> None:
+    [row] = shown_cells([["race", f"{character}[2J end", 7, None]])
+    assert character not in row[1] and row[1].endswith("[2J end") and row[2:] == [7, None] and row[0] == "race"
 
 
 @pytest.mark.unit
-def test_a_long_line_is_not_cut() -> None:
-    line = "x" * 5000
-    assert shown_lines(line) == line
+def test_a_long_cell_is_not_cut() -> None:
+    assert shown_cells([["x" * 5000]]) == [["x" * 5000]]
 
 
 @pytest.mark.integration
@@ -48,3 +46,6 @@ def test_hostile_tags_are_clamped_and_escaped(pg_instance: dg.DagsterInstance, p
     out = capsys.readouterr().out
     assert not any(character in out for character in UNSHOWABLE)
     assert "\\x1b]0;owned\\x07" in out and "\\u202eevil" in out and str(MAX_RETRY_NUMBER) in out
+    # Escaped before the layout: every line of the table is as wide as its header's rule.
+    header, rule, *rows = out.strip().splitlines()
+    assert all(len(row) <= len(rule) for row in rows), out
