@@ -68,9 +68,9 @@ def process_environment() -> Mapping[str, str]:
     return os.environ
 
 
-def environment_missing(command: str, names: Iterable[str], env: Mapping[str, str] | None = None) -> bool:
-    """True, after printing the one line on stderr, when one of `names` is missing."""
-    name = first_missing(names, os.environ if env is None else env)
+def environment_missing(command: str, names: Iterable[str]) -> bool:
+    """True, after printing the one line on stderr, when one of `names` is missing from this process's environment."""
+    name = first_missing(names, process_environment())
     if name is None:
         return False
     print(missing_message(command, name), file=sys.stderr)

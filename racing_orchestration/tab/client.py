@@ -304,9 +304,9 @@ class TabClient(dg.ConfigurableResource):
                     except TabPayloadError as exc:
                         record("error", error=str(exc) + earlier(problems))
                         raise
-                    refused: tuple[str, ...] = getattr(result, "refused", ())
-                    items = len(result.meetings) if isinstance(result, MeetingsPage) else (
-                        len(result) if isinstance(result, list) else 1)
+                    # A /meetings page (its refused meetings and races named), or one event.
+                    refused, items = ((result.refused, len(result.meetings)) if isinstance(result, MeetingsPage)
+                                      else ((), 1))
                     notes = [f"recovered after {'; '.join(problems)}"] if problems else []
                     if refused:
                         notes.insert(0, f"refused {len(refused)} meeting(s)/race(s) that cannot be stored: "
