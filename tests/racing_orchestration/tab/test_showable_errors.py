@@ -63,6 +63,7 @@ def test_a_race_id_with_hostile_text_is_showable_in_the_error(kind: str, text: s
         client = TabClient(base_url=url, max_attempts=1, timeout_seconds=5)
         with pytest.raises(TabApiError) as raised:
             client.get_event(f"race{text}id")
+    assert re.search(r"race\S+id", str(raised.value)), raised.value  # the id is named, its hostile part escaped
     _clean(str(raised.value))
     _clean(client.calls[0].error)
 
