@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
 import dagster as dg
+import sqlalchemy as sa
 
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.ingestion.combinations import CombinationResult, DayOutcome, day_outcomes, results_markdown
@@ -29,6 +30,9 @@ from racing_orchestration.race_data.card_checks import (
 )
 from racing_orchestration.race_data.catalog import RACE_CARDS, log_materialization, racing_day_key
 from racing_orchestration.race_db.resource import RaceDatabase
+
+# The first key of the race database's advisory lock on one racing day's card records (the second is the day).
+CARD_DAY_LOCK = 0x52434444
 
 
 def card_materialization(outcome: DayOutcome, partition: str,
@@ -106,9 +110,14 @@ def record_stored_combination(context: dg.OpExecutionContext, result: Combinatio
     if not result.meetings or partition is None:
         return
     now = now or dt.datetime.now(dt.UTC)
-    with race_db.connect() as conn:
-        facts = card_facts(conn, result.combination.day)
-    context.log_event(stored_so_far_materialization(result, facts, partition))
-    for evaluation in check_evaluations(checks_while_scraping(card_checks(facts, now, racing_timezone())),
-                                        result.combination.day):
-        context.log_event(evaluation)
+    day = result.combination.day
+    # Combinations of the same day store and record concurrently (the scrape's threads). Reading the day and logging
+    # it under one lock per day keeps the catalog's latest materialization the one with the latest counts: otherwise
+    # a combination that read the day first could log last and leave the smaller counts on top.
+    with race_db.begin() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:kind, :day)"),
+                     {"kind": CARD_DAY_LOCK, "day": day.toordinal()})
+        facts = card_facts(conn, day)
+        context.log_event(stored_so_far_materialization(result, facts, partition))
+        for evaluation in check_evaluations(checks_while_scraping(card_checks(facts, now, racing_timezone())), day):
+            context.log_event(evaluation)
