@@ -4,14 +4,13 @@
 
 A local deployment (`make run`, the default run launcher) runs each run in a worker process that Dagster's gRPC code
 server starts. Dagster starts it with `spawn`: a fresh interpreter that imports Dagster and the code location again
-for every run. The locations instead make the code server fork each worker from a process that imported the location
-once (orchestration_core/dagster_internals.py, `configure_code_server`). This serves the maintenance location
-from a real code server both ways: as shipped, and with Dagster's `spawn` put back (the "before"), and launches the
-shipped example_executor job `--runs` times through each, one run after the other, the way the daemon launches them.
+for every run (Dagster has no setting for it, and the project does not replace it). This serves the maintenance
+location from a real code server and launches the shipped example_executor job `--runs` times through it, one run
+after the other, the way the daemon launches them.
 Per round and case it reads the CPU time (user + system) of the code server and everything it started, from its start
 to its exit, and the wall time from each launch to the run's end. A server that launches no run is measured too, so
-the CPU a run adds is (CPU with runs - CPU without) / runs. Rounds interleave the cases; medians, side by side in
-one run, so the ratio holds on a loaded host. A temporary DAGSTER_HOME with Dagster's default (SQLite) storage.
+the CPU a run adds is (CPU with runs - CPU without) / runs, set beside what loading the location costs a server.
+Rounds interleave the two; medians, side by side in one run, so the ratio holds on a loaded host. A temporary DAGSTER_HOME with Dagster's default (SQLite) storage.
 """
 
 from __future__ import annotations
@@ -33,21 +32,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 LOCATION = "maintenance_jobs"
 CONFIG = {"ops": {"run_example_executor": {"config": {"message": "benchmark", "delay_seconds": 0}}}}
-# The location as Dagster serves it by default: its definitions, with the spawn context DagsterApiServer sets.
-SPAWNED_DEFINITIONS = """from dagster._grpc.server import DagsterApiServer
-from maintenance_jobs.definitions import defs
-
-del DagsterApiServer._mp_ctx  # the shipped location's forkserver; the server's own `spawn` applies again
-"""
-CASES = {"forked from the loaded location (shipped)": "maintenance_jobs.definitions",
-         "spawned (Dagster's default, before)": "spawned_definitions"}
+CASES = {"spawned (Dagster's default, shipped)": "maintenance_jobs.definitions"}
 
 
 PR_SET_CHILD_SUBREAPER = 36
 
 
 def reap_orphans(timeout: float = 60) -> None:
-    """Wait for the descendants the code server left behind (its forkserver exits just after it) and reap them, so
+    """Wait for the descendants the code server left behind (run workers end just after it) and reap them, so
     their CPU counts: this process is their subreaper (main)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -102,7 +94,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=8)
     args = parser.parse_args()
-    # The forkserver and the run workers it forks outlive the code server by a moment; orphaned, they would be
+    # The run workers outlive the code server by a moment; orphaned, they would be
     # reaped by init and their CPU lost to this measurement. As their subreaper this process reaps them itself.
     assert ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     with tempfile.TemporaryDirectory(prefix="run-worker-bench-") as scratch:
@@ -110,7 +102,6 @@ def main() -> None:
         # Launched as it is submitted (Dagster's default coordinator queues it for a daemon this does not run).
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\nrun_coordinator:\n"
                                            "  module: dagster._core.run_coordinator\n  class: DefaultRunCoordinator\n")
-        (home / "spawned_definitions.py").write_text(SPAWNED_DEFINITIONS)
         os.environ["DAGSTER_HOME"] = str(home)
         os.environ["PYTHONPATH"] = os.pathsep.join([str(home), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
         os.environ["PYTHONWARNINGS"] = "ignore"
@@ -133,8 +124,8 @@ def main() -> None:
         added[name] = (total - idle_cpu) / args.runs
         wall = statistics.median(w for _, walls in samples for w in walls)
         print(f"| {name} | {total:.2f} s | {added[name]:.2f} s | {wall:.2f} s |")
-    shipped, before = (added[name] for name in CASES)
-    print(f"\nCPU a run adds, before / shipped: {before / shipped:.1f}x")
+    shipped = added[next(iter(CASES))]
+    print(f"\nCPU a run adds / a location's load in a code server that launches no run: {shipped / idle_cpu:.2f}x")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,10 @@ from pathlib import Path
 
 import httpx
 
+from local_stack.code_server_watch import CodeServerWatch
 from local_stack.embedded_postgres import STACK_DATABASES, ensure_database, start_embedded_postgres
 from orchestration_core.postgres import psycopg2_url
+from orchestration_core.settings import CODE_SERVER_HEARTBEAT_TTL_SECONDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STOP_GRACE_SECONDS = 20.0
@@ -86,6 +88,11 @@ def write_private_file(path: Path, text: str) -> None:
         handle.write(text)
 
 
+# `dagster dev` starts each location's code server through `dagster code-server start`, whose server reads its heartbeat
+# TTL from this variable (orchestration_core/settings.py says why it is long).
+DAGSTER_DEV_ENV = {"DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS": str(CODE_SERVER_HEARTBEAT_TTL_SECONDS)}
+
+
 def wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
     """Poll `url` until it answers (any status below 500), failing early if `process` died."""
     deadline = time.monotonic() + timeout
@@ -127,6 +134,7 @@ class LocalStack:
         self.options = options
         self.env: dict[str, str] = {}
         self.processes: dict[str, subprocess.Popen] = {}
+        self.code_server_watch: CodeServerWatch | None = None
         self._postgres = None
 
     @property
@@ -162,6 +170,7 @@ class LocalStack:
             "TAB_API_BASE_URL": self.sim_base_url,
             "RACING_EXPORT_DIR": os.environ.get("RACING_EXPORT_DIR", str(opts.data_dir / "exports")),
             "DAGSTER_UI_URL": self.dagster_url,  # run links in the control API's /executions
+            **DAGSTER_DEV_ENV,
             **opts.extra_env,
         }
         self._migrate()
@@ -169,6 +178,9 @@ class LocalStack:
                             "--port", str(opts.sim_port), *opts.sim_args])
         self._spawn("dagster", [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
                                 "-h", opts.host, "-p", str(opts.dagster_port)])
+        self.code_server_watch = CodeServerWatch(urls["dagster"], self.processes["dagster"].pid,
+                                                 report=lambda message: print(message, flush=True))
+        self.code_server_watch.start()
         if opts.start_api and self._api_available():
             auth = ["--insecure-dev"] if opts.api_key is None else []
             if opts.api_key is not None:
@@ -211,6 +223,8 @@ class LocalStack:
 
     def stop(self) -> None:
         """Stop every child group (SIGINT, then SIGTERM, then SIGKILL) and then Postgres."""
+        if self.code_server_watch is not None:
+            self.code_server_watch.stop()
         for process in reversed(list(self.processes.values())):
             _stop_group(process)
         self.processes.clear()

@@ -7,7 +7,6 @@ from maintenance_jobs.jobs import MAINTENANCE_JOBS
 from maintenance_jobs.resources import maintenance_resources
 from maintenance_jobs.sensors import MAINTENANCE_SENSORS
 from orchestration_core.audit.alerts import alert_webhook_from_env
-from orchestration_core.dagster_internals import configure_code_server
 
 defs = dg.Definitions(
     jobs=MAINTENANCE_JOBS,
@@ -21,6 +20,3 @@ defs = dg.Definitions(
         "alert_webhook": alert_webhook_from_env(),
     },
 )
-# The code server of this location: run workers forked from it once loaded, its checks kept through a database
-# outage and a missed heartbeat (orchestration_core/dagster_internals.py).
-configure_code_server(__name__)

@@ -15,6 +15,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 DEFAULT_RACING_TIMEZONE = "Pacific/Auckland"
 DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
 
+# How long the gRPC server that `dagster code-server start` runs (the production command; `dagster dev` runs it too)
+# waits without a heartbeat from that proxy before it shuts down: Dagster's option `--heartbeat-ttl` (the variable
+# DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS under `dagster dev`). Dagster's 30 s ended servers that were only starved of
+# CPU, or whose gRPC threads all waited on a stopped Postgres, and the proxy never starts another
+# (dagster-io/dagster#24050): the location stayed unreachable. The proxy sends a heartbeat every second, so ten
+# minutes without one is a proxy that is gone; then the container (compose, Kubernetes) or `make run`'s process group
+# ends with it anyway. docker-compose.yml, deploy/kubernetes and local_stack set this value (tests check they agree).
+CODE_SERVER_HEARTBEAT_TTL_SECONDS = 600
+
 
 class SettingsBase(BaseSettings):
     """Field names are the variables' names (case-insensitive); an empty value counts as unset, as compose passes

@@ -10,7 +10,6 @@ from orchestration_core.audit.alerts import (
     scheduled_job_freshness,
 )
 from orchestration_core.audit.jobs import cleanup_job_runs, cleanup_job_runs_schedule
-from orchestration_core.dagster_internals import configure_code_server
 from racing_orchestration.checkpoints.jobs import post_race_t5, pre_race_t15, pre_race_t60
 from racing_orchestration.checkpoints.movers import market_movers
 from racing_orchestration.checkpoints.racing_day import (
@@ -42,6 +41,3 @@ defs = dg.Definitions(
     # threads of the run worker: a month's race_cards backfill is 180 small I/O-bound steps, not 180 processes.
     executor=threadpool_executor,
 )
-# The code server of this location: run workers forked from it once loaded, its checks kept through a database
-# outage and a missed heartbeat (orchestration_core/dagster_internals.py).
-configure_code_server(__name__)

@@ -13,18 +13,20 @@ import dagster as dg
 
 from local_stack.stack import free_port
 from orchestration_core.dagster_internals import ping_code_server
+from orchestration_core.settings import CODE_SERVER_HEARTBEAT_TTL_SECONDS
 from tests.conftest import REPO_ROOT
 
 
 @contextmanager
 def running_code_server(module: str = "maintenance_jobs.definitions", location: str = "maintenance_jobs",
-                        env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen, int]]:
+                        env: dict[str, str] | None = None,
+                        heartbeat_ttl: int = CODE_SERVER_HEARTBEAT_TTL_SECONDS) -> Iterator[tuple[subprocess.Popen, int]]:
     """(process, port) of `dagster code-server start` serving `module`, once it answers a Ping; killed on exit.
-    `env`: variables added to this process's environment for it."""
+    `env`: variables added to this process's environment for it; `heartbeat_ttl`: its `--heartbeat-ttl`."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "dagster", "code-server", "start", "-h", "127.0.0.1", "-p", str(port),
-         "-m", module, "--location-name", location],
+         "--heartbeat-ttl", str(heartbeat_ttl), "-m", module, "--location-name", location],
         cwd=REPO_ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90

@@ -1,11 +1,13 @@
-"""When a code server ends for want of heartbeats (orchestration_core/dagster_internals.py, `shut_down_once_abandoned`),
-through the production command: `dagster code-server start` (a proxy) and the `dagster api grpc` server it starts and
-sends a heartbeat every second, which loads the location. The proxy never replaces a server that ended, so a server
-must not end while the proxy lives unless the heartbeats have stopped for long, and must end soon after the proxy."""
+"""The code servers' heartbeat TTL (`CODE_SERVER_HEARTBEAT_TTL_SECONDS`, orchestration_core/settings.py): Dagster's
+own `--heartbeat-ttl` of the production command, `dagster code-server start` (a proxy), and of the `dagster api grpc`
+server it starts and sends a heartbeat every second. The proxy never replaces a server that ended, so a server
+starved for less than its TTL must still serve, and one whose proxy is gone must still end, within its TTL. Every
+deployment form sets the same TTL."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -13,17 +15,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+import yaml
 from dagster._grpc.client import DagsterGrpcClient
 
+from local_stack.stack import DAGSTER_DEV_ENV
+from orchestration_core.settings import CODE_SERVER_HEARTBEAT_TTL_SECONDS
 from tests.code_server import running_code_server
+from tests.conftest import REPO_ROOT
 from tests.e2e.live_stack import wait_for
 from tests.production.docker_engine import process_alive
 
-pytestmark = pytest.mark.integration
-
-# The server's heartbeat timeout under `dagster code-server start` (Dagster's default is 30 s): short, so that ten of
-# them (the patience of `shut_down_once_abandoned`) fit a test.
-TTL_SECONDS = 2
+CODE_SERVICES = {"code-racing", "code-maintenance"}
 
 
 def serves(port: int) -> bool:
@@ -34,11 +36,33 @@ def serves(port: int) -> bool:
     return True
 
 
+def ttl_option(command: list[str]) -> int | None:
+    """The `--heartbeat-ttl` a `dagster code-server start` command line gives; None without one."""
+    return int(command[command.index("--heartbeat-ttl") + 1]) if "--heartbeat-ttl" in command else None
+
+
+@pytest.mark.unit
+def test_every_deployment_form_gives_its_code_servers_the_same_heartbeat_ttl() -> None:
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    compose_ttls = {name: ttl_option(shlex.split(compose[name]["command"])) for name in CODE_SERVICES}
+    manifests = yaml.safe_load_all((REPO_ROOT / "deploy/kubernetes/base/code-servers.yaml").read_text())
+    kubernetes_ttls = {doc["metadata"]["name"]: ttl_option(container["command"])
+                       for doc in manifests if doc and doc["kind"] == "Deployment"
+                       for container in doc["spec"]["template"]["spec"]["containers"]
+                       if container["command"][:3] == ["dagster", "code-server", "start"]}
+    assert len(kubernetes_ttls) == 2, kubernetes_ttls
+    assert set(compose_ttls.values()) | set(kubernetes_ttls.values()) == {CODE_SERVER_HEARTBEAT_TTL_SECONDS}, (
+        compose_ttls, kubernetes_ttls)
+    assert DAGSTER_DEV_ENV["DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS"] == str(CODE_SERVER_HEARTBEAT_TTL_SECONDS)
+    # Long enough to outlast a starved host (ten of Dagster's default 30 s), short enough to end a lost server's
+    # leftovers within a quarter hour.
+    assert 300 <= CODE_SERVER_HEARTBEAT_TTL_SECONDS <= 900
+
+
 @contextmanager
-def proxy_and_server() -> Iterator[tuple[subprocess.Popen, int, int]]:
+def proxy_and_server(ttl: int) -> Iterator[tuple[subprocess.Popen, int, int]]:
     """(proxy process, its port, the pid of the server it started); the server is killed on exit if still alive."""
-    env = {"DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS": str(TTL_SECONDS)}
-    with running_code_server(env=env) as (proxy, port):
+    with running_code_server(heartbeat_ttl=ttl) as (proxy, port):
         children = subprocess.run(["ps", "--ppid", str(proxy.pid), "-o", "pid=,args="], capture_output=True,
                                   text=True, check=True).stdout.splitlines()
         servers = [int(line.split()[0]) for line in children if "api grpc" in line]
@@ -51,35 +75,32 @@ def proxy_and_server() -> Iterator[tuple[subprocess.Popen, int, int]]:
                 os.kill(servers[0], signal.SIGKILL)
 
 
-def test_a_server_that_missed_heartbeats_for_four_timeouts_still_serves() -> None:
-    """Stopped for four timeouts, as a starved server is, then let go: Dagster's own rule ended it after one, and the
-    proxy answered "unreachable" from then on."""
-    with proxy_and_server() as (proxy, port, server):
+STARVED_SECONDS = 6
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("ttl", "survives"),
+    [
+        (2, False),  # Dagster's rule at a TTL shorter than the starvation: the server ends and is never replaced
+        (STARVED_SECONDS * 3, True),
+    ],
+)
+def test_a_server_starved_for_less_than_its_ttl_still_serves(ttl: int, survives: bool) -> None:
+    with proxy_and_server(ttl) as (proxy, port, server):
         os.kill(server, signal.SIGSTOP)
-        time.sleep(4 * TTL_SECONDS)
+        time.sleep(STARVED_SECONDS)
         os.kill(server, signal.SIGCONT)
-        time.sleep(3 * TTL_SECONDS)  # its heartbeat thread has looked at least twice since
-        assert process_alive(server), "the code server ended after missed heartbeats while its proxy lived"
-        assert serves(port), "the proxy's code server does not answer"
+        time.sleep(3)  # its heartbeat thread looks at least once more (every TTL, or at once for an overdue one)
+        assert (process_alive(server) and serves(port)) is survives
+        assert proxy.poll() is None
 
 
-def test_a_server_ends_within_seconds_of_its_proxy() -> None:
-    """Killed, the proxy sends no heartbeat and no shutdown: the server ends on seeing it gone (within a timeout or
-    two), well before ten timeouts without a heartbeat would end it."""
-    with proxy_and_server() as (proxy, port, server):
+@pytest.mark.integration
+def test_a_server_ends_within_its_ttl_of_its_proxy() -> None:
+    """Killed, the proxy sends no heartbeat and no shutdown: the server ends once its TTL has passed, not later."""
+    ttl = 4
+    with proxy_and_server(ttl) as (proxy, port, server):
         proxy.kill()
         proxy.wait(timeout=30)
-        wait_for("the server to end after its proxy", lambda: not process_alive(server), 3 * TTL_SECONDS + 5, 0.2)
-
-
-def test_a_server_whose_live_proxy_sends_no_heartbeat_ends_after_ten_timeouts() -> None:
-    """The proxy stopped (alive, silent): the server ends after ten timeouts without a heartbeat, not after one."""
-    with proxy_and_server() as (proxy, port, server):
-        os.kill(proxy.pid, signal.SIGSTOP)
-        try:
-            time.sleep(5 * TTL_SECONDS)
-            assert process_alive(server), "the server ended after 5 timeouts without a heartbeat"
-            wait_for("the server to end within 14 timeouts without a heartbeat", lambda: not process_alive(server),
-                     9 * TTL_SECONDS, 0.2)
-        finally:
-            os.kill(proxy.pid, signal.SIGCONT)
+        wait_for("the server to end after its proxy", lambda: not process_alive(server), 2 * ttl + 5, 0.2)

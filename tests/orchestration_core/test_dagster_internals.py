@@ -79,16 +79,3 @@ def test_the_scan_finds_an_internals_import_planted_in_a_package(tmp_path: Path)
     (tmp_path / "control_api" / "planted.py").write_text("from dagster import _check as check\n")
     (tmp_path / "control_api" / "clean.py").write_text("import dagster as dg\nfrom dagster import DagsterInstance\n")
     assert internals_importers(tmp_path) == {"control_api/planted.py"}
-
-
-def test_the_code_server_runs_the_methods_configure_code_server_replaces() -> None:
-    """configure_code_server replaces two DagsterApiServer methods that its threads run by name, and reads the time
-    of the last heartbeat: if an upgrade renames any of them, the replacements never run, or fail, here first."""
-    from dagster._grpc.server import DagsterApiServer
-
-    assert "self._check_for_orphaned_runs()" in inspect.getsource(DagsterApiServer._cleanup_thread)
-    assert "_server_termination_event.set()" in inspect.getsource(internals._dagster_check_for_orphaned_runs)
-    init = inspect.getsource(DagsterApiServer.__init__)
-    assert "target=self._heartbeat_thread" in init and "args=(heartbeat_timeout,)" in init
-    assert "self.__last_heartbeat_time = time.time()" in inspect.getsource(DagsterApiServer.Heartbeat)
-    assert "self._shutdown_once_executions_finish_event = threading.Event()" in init
