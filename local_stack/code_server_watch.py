@@ -34,15 +34,12 @@ def restart_due(was_up: bool | None, is_up: bool) -> bool:
     return was_up is False and is_up
 
 
-def postgres_answers(url: str, timeout_seconds: int = 2) -> bool:
-    engine = sa.create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": timeout_seconds})
+def postgres_answers(engine: sa.Engine) -> bool:
     try:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
     except sa.exc.SQLAlchemyError:
         return False
-    finally:
-        engine.dispose()
     return True
 
 
@@ -87,9 +84,11 @@ class CodeServerWatch(threading.Thread):
         self.restarts = 0
 
     def run(self) -> None:
+        # One engine for the watch's life; NullPool: each check is a new connection, so a restarted Postgres is seen.
+        engine = sa.create_engine(self.database_url, poolclass=NullPool, connect_args={"connect_timeout": 2})
         was_up = None
         while not self.stopped.wait(self.poll_seconds):
-            is_up = postgres_answers(self.database_url)
+            is_up = postgres_answers(engine)
             if restart_due(was_up, is_up):
                 ended = end_code_servers(self.process_group)
                 self.restarts += 1
