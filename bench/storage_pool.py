@@ -1,14 +1,15 @@
 """What the daemon's storage calls cost with and without a connection pool, by hand (BENCHMARKS.md "Daemon storage").
 
-    .venv/bin/python bench/storage_pool.py [--calls 400] [--rounds 5]
+    .venv/bin/python bench/storage_pool.py [--calls 400] [--rounds 5] [--threads 4]
 
 An embedded Postgres and one Dagster storage database; the instance is built from the same `storage: custom:` block
-as dagster.yaml (orchestration_core/pooled_storage.py), once without DAGSTER_STORAGE_POOL_SIZE (dagster-postgres'
-NullPool: a new connection per call, as run workers keep) and once with it set to 2 (the daemon's setting). Each
-round makes the same mix of reads and writes the daemon's loops make (queued-run and in-progress queries, instigator
-state, a tick created and updated, a cursor written) `--calls` times in each mode, interleaved, and reads the whole
-host's CPU (/proc/stat: the client and the Postgres backends both), the wall time and the new Postgres sessions
-(pg_stat_database.sessions). Medians of the rounds, side by side in one run.
+as dagster.yaml (orchestration_core/pooled_storage.py), once without DAGSTER_STORAGE_KEEP_CONNECTIONS (dagster-postgres'
+NullPool: a new connection per call, as run workers keep) and once with it set to 1 (the daemon's setting: one kept
+connection per storage, Dagster's `optimize_for_webserver`). Each round makes the same mix of reads and writes the
+daemon's loops make (queued-run and in-progress queries, instigator state, a tick created and updated, a cursor
+written) `--calls` times in each mode, interleaved, from one thread and split over `--threads` threads at once (the
+daemon's loops overlap), and reads the whole host's CPU (/proc/stat: the client and the Postgres backends both), the
+wall time and the new Postgres sessions (pg_stat_database.sessions). Medians of the rounds, side by side in one run.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,7 +28,7 @@ import dagster as dg  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
 from local_stack.embedded_postgres import ensure_database, psycopg2_url, temporary_embedded_postgres  # noqa: E402
-from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE  # noqa: E402
+from orchestration_core.pooled_storage import KEEP_CONNECTIONS_VARIABLE  # noqa: E402
 
 
 def host_busy_seconds() -> float:
@@ -65,14 +67,19 @@ def daemon_like_calls(instance: dg.DagsterInstance, calls: int) -> None:
                 instance.get_runs(limit=10)
 
 
-def measure(url: str, admin: sa.Engine, database: str, pool_size: int, calls: int) -> dict[str, float]:
-    os.environ[POOL_SIZE_VARIABLE] = str(pool_size) if pool_size else ""
+def measure(url: str, admin: sa.Engine, database: str, keep: bool, calls: int, threads: int) -> dict[str, float]:
+    os.environ[KEEP_CONNECTIONS_VARIABLE] = "1" if keep else ""
     overrides = {"storage": {"custom": {"module": "orchestration_core.pooled_storage", "class": "PooledPostgresStorage",
                                         "config": {"postgres_url": url}}}}
     with dg.instance_for_test(overrides=overrides) as instance:
         daemon_like_calls(instance, 12)  # warm: tables checked, first connections made
         before_sessions, before_cpu, started = sessions(admin, database), host_busy_seconds(), time.perf_counter()
-        daemon_like_calls(instance, calls)
+        workers = [threading.Thread(target=daemon_like_calls, args=(instance, calls // threads))
+                   for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
         wall = time.perf_counter() - started
         cpu = host_busy_seconds() - before_cpu
         new_sessions = sessions(admin, database) - before_sessions
@@ -84,15 +91,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=4)
     args = parser.parse_args()
     with temporary_embedded_postgres("bench-storage-pool-") as server:
         admin_url = psycopg2_url(server.get_uri())
         url = ensure_database(admin_url, "dagster_bench")
         admin = sa.create_engine(admin_url, poolclass=sa.pool.NullPool)
-        results: dict[str, list[dict[str, float]]] = {"NullPool (before; run workers)": [], "pool of 2 (daemon)": []}
+        modes = [(f"{storage}, {threads} thread{'s' if threads > 1 else ''}", keep, threads)
+                 for threads in (1, args.threads)
+                 for storage, keep in (("NullPool (run workers)", False), ("kept connections (daemon)", True))]
+        results: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in modes}
         for _ in range(args.rounds):
-            for label, size in (("NullPool (before; run workers)", 0), ("pool of 2 (daemon)", 2)):
-                results[label].append(measure(url, admin, "dagster_bench", size, args.calls))
+            for label, keep, threads in modes:
+                results[label].append(measure(url, admin, "dagster_bench", keep, args.calls, threads))
     print(f"{args.calls} daemon-like storage calls per round, {args.rounds} rounds, medians "
           f"({os.cpu_count()} CPUs; host CPU = client + Postgres backends)\n")
     print("| storage | wall ms/call | host CPU ms/call | new sessions/call |")
@@ -102,9 +113,12 @@ def main() -> None:
         medians[label] = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
         m = medians[label]
         print(f"| {label} | {m['wall_ms_per_call']:.2f} | {m['cpu_ms_per_call']:.2f} | {m['sessions_per_call']:.2f} |")
-    before, after = medians["NullPool (before; run workers)"], medians["pool of 2 (daemon)"]
-    print(f"\nCPU per call: {before['cpu_ms_per_call'] / after['cpu_ms_per_call']:.1f}x less with the pool; "
-          f"wall: {before['wall_ms_per_call'] / after['wall_ms_per_call']:.1f}x")
+    print()
+    for threads in (1, args.threads):
+        before = medians[modes[0 if threads == 1 else 2][0]]
+        after = medians[modes[1 if threads == 1 else 3][0]]
+        print(f"{threads} thread(s): CPU per call {before['cpu_ms_per_call'] / after['cpu_ms_per_call']:.1f}x less "
+              f"with kept connections; wall {before['wall_ms_per_call'] / after['wall_ms_per_call']:.1f}x")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The Dagster instance's storage: dagster-postgres' own, with a connection pool in the daemon.
+"""The Dagster instance's storage: dagster-postgres' own, keeping its connections in the daemon.
 
 dagster-postgres opens a new connection for every storage call (SQLAlchemy's NullPool), so that short-lived processes
 (run workers, sensor evaluations in a code server) hold none open. The daemon is the opposite: one process for the life
@@ -7,77 +7,102 @@ make storage calls all the time. On the compose deployment that was about 16 new
 (pg_stat_database.sessions), each a forked Postgres backend plus its authentication: ~4 ms of CPU apiece on the 2-core
 reference machine, ~3.6 ms of it in Postgres (bench/storage_pool.py).
 
-Only a process that sets POOL_SIZE_VARIABLE keeps a pool: docker-compose.yml sets it for the daemon alone. The local
-stack's instance (dagster.yaml) names dagster-postgres' own storage, so none of its processes pools (BENCHMARKS.md
-"Test suite": what that costs). Run containers never get it (deploy/dagster.yaml passes named variables
-only), so 25 concurrent runs hold no idle connections; the webserver pools already (Dagster's
-`optimize_for_webserver`). Connections are checked before each use, so a Postgres restart costs a reconnect, not an
-error.
+A process that sets KEEP_CONNECTIONS_VARIABLE to 1 (docker-compose.yml and the Kubernetes daemon set it for the daemon
+alone) configures each of its three storages as Dagster configures the webserver's: the storages' public
+`optimize_for_webserver`, one connection kept per storage and up to POOL_MAX_OVERFLOW more in a burst of the daemon's
+threads, closed after use. A kept connection is checked before each use (SQLAlchemy's pool `checkout` event, its
+documented pessimistic disconnect handling), so a Postgres restart costs a reconnect, not a failed call. The local
+stack's instance (dagster.yaml) names dagster-postgres' own storage, so none of its processes keeps connections. Run
+containers never get the variable (deploy/dagster.yaml passes named variables only), so 25 concurrent runs hold no
+idle connections.
+
+A kept connection is closed when its storage is garbage-collected: Dagster's `DagsterInstance.dispose()` does not reach
+a storage's engine (the webserver's connections live as long as its process, too). `close_kept_connections` closes them
+at once, for a process that makes and drops instances (the test suite).
 
 Both images load this module by name from the instance's `storage: custom:` block (deploy/dagster.yaml), as the
 tests' instances do (tests/conftest.py): the user-code image has it in the project's wheel; the Dagster image, which
 holds no project package, gets this file and the package's empty `__init__` only (deploy/Dockerfile.dagster). So it
-imports Dagster's public packages alone.
+imports Dagster's public packages (and SQLAlchemy, which dagster-postgres brings) alone.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping
 
+import sqlalchemy as sa
 from dagster_postgres import DagsterPostgresStorage
-from dagster_postgres.utils import create_pg_engine, get_token_provider_from_config, pg_url_from_config
+from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
-POOL_SIZE_VARIABLE = "DAGSTER_STORAGE_POOL_SIZE"
-MAX_POOL_SIZE = 20
+KEEP_CONNECTIONS_VARIABLE = "DAGSTER_STORAGE_KEEP_CONNECTIONS"
 POOL_MAX_OVERFLOW = 8  # more at once in a burst of the daemon's threads, closed after use
 POOL_RECYCLE_SECONDS = 3600
+NO_STATEMENT_TIMEOUT = 0  # the daemon's own calls run as long as dagster-postgres' do elsewhere
+
+# Every engine that keeps connections in this process, for close_kept_connections.
+_ENGINES_KEEPING_CONNECTIONS: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
 
 
-def pool_size_from_environment(environ: Mapping[str, str] | None = None) -> int:
-    """The pool size POOL_SIZE_VARIABLE asks for, per storage; 0 (no pool) when unset or empty. Anything else but a
-    whole number from 0 to MAX_POOL_SIZE stops the process at start-up with an error naming the variable."""
-    value = (os.environ if environ is None else environ).get(POOL_SIZE_VARIABLE, "").strip()
-    if not value:
-        return 0
-    if not value.isdigit() or int(value) > MAX_POOL_SIZE:
-        raise ValueError(f"{POOL_SIZE_VARIABLE} must be a whole number from 0 to {MAX_POOL_SIZE} (connections kept "
-                         f"per storage), not {value!r}")
-    return int(value)
+def keeps_connections(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether KEEP_CONNECTIONS_VARIABLE asks this process to keep its storage connections: "1" yes, unset, empty or
+    "0" no. Anything else stops the process at start-up with an error naming the variable."""
+    value = (os.environ if environ is None else environ).get(KEEP_CONNECTIONS_VARIABLE, "").strip()
+    if value not in {"", "0", "1"}:
+        raise ValueError(f"{KEEP_CONNECTIONS_VARIABLE} must be 1 (keep one connection per storage) or 0 (open one per "
+                         f"call), not {value!r}")
+    return value == "1"
 
 
-def _close_engines_on_dispose(storage, *owners) -> None:
-    """`storage.dispose()` goes on to close the connection pools of `owners` (storages with an `_engine`)."""
-    dispose = storage.dispose
+def ping_before_use(dbapi_connection, connection_record, connection_proxy) -> None:
+    """A pool `checkout` listener: a kept connection that no longer answers (Postgres restarted, the backend was
+    terminated) is replaced before the storage call uses it. SQLAlchemy drops the connection on DisconnectionError and
+    checks out a fresh one."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SELECT 1")
+    except Exception as error:  # noqa: BLE001 - any failure of the ping means the connection is gone
+        raise sa.exc.DisconnectionError(f"kept storage connection no longer answers: {error}") from error
+    finally:
+        try:
+            cursor.close()
+        except Exception:  # noqa: BLE001, S110 - closing a cursor of a dead connection may fail too
+            pass
 
-    def dispose_and_close() -> None:
-        dispose()
-        for owner in owners:
-            owner._engine.dispose()  # noqa: SLF001 - the pool this module gave it
 
-    storage.dispose = dispose_and_close
+def close_kept_connections() -> int:
+    """Closes the connections every storage of this process keeps; returns how many engines it closed. A storage still
+    in use opens new ones when called again."""
+    engines = list(_ENGINES_KEEPING_CONNECTIONS)
+    for engine in engines:
+        engine.dispose()
+    return len(engines)
+
+
+def engine_of(storage) -> sa.Engine:
+    """The engine a dagster-postgres storage uses, through its public connection methods (the event log's
+    `index_connection`, the run and schedule storages' `connect`)."""
+    connect = storage.index_connection if hasattr(storage, "index_connection") else storage.connect
+    with connect() as connection:
+        return connection.engine
 
 
 class PooledPostgresStorage(DagsterPostgresStorage):
     """dagster-postgres' storage (same config, tables and behaviour) whose run, event-log and schedule storages each
-    keep up to POOL_SIZE_VARIABLE connections open when the process sets it; without it, DagsterPostgresStorage."""
+    keep a connection open when the process sets KEEP_CONNECTIONS_VARIABLE; without it, DagsterPostgresStorage."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.pool_size = pool_size_from_environment()
-        if self.pool_size:
+        self.keeps_connections = keeps_connections()
+        if self.keeps_connections:
             for storage in (self.run_storage, self.event_log_storage, self.schedule_storage):
-                # What dagster-postgres' own optimize_for_webserver does, with a pool for several threads.
-                storage._engine.dispose()  # noqa: SLF001 - a NullPool engine: nothing open to lose
-                storage._engine = create_pg_engine(  # noqa: SLF001
-                    storage.postgres_url, storage._token_provider, isolation_level="AUTOCOMMIT",  # noqa: SLF001
-                    pool_size=self.pool_size, max_overflow=POOL_MAX_OVERFLOW, pool_pre_ping=True,
-                    pool_recycle=POOL_RECYCLE_SECONDS)
-            # A disposed instance closes what its pools hold: DagsterInstance.dispose() reaches the run and event-log
-            # storages (not the schedule storage), and dagster-postgres' storages never close their engines, so an
-            # instance made and dropped (a test, a short command) would leave its connections open until collected.
-            _close_engines_on_dispose(self.run_storage, self.run_storage, self.schedule_storage)
-            _close_engines_on_dispose(self.event_log_storage, self.event_log_storage)
+                storage.optimize_for_webserver(statement_timeout=NO_STATEMENT_TIMEOUT,
+                                               pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOL_MAX_OVERFLOW)
+                engine = engine_of(storage)
+                sa.event.listen(engine, "checkout", ping_before_use)
+                _ENGINES_KEEPING_CONNECTIONS.add(engine)
+                weakref.finalize(self, engine.dispose)
 
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> PooledPostgresStorage:  # dagster-postgres' own, for cls

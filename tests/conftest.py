@@ -19,7 +19,7 @@ from local_stack.embedded_postgres import (
     psycopg2_url,
     temporary_embedded_postgres,
 )
-from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE
+from orchestration_core.pooled_storage import KEEP_CONNECTIONS_VARIABLE, close_kept_connections
 from tests.http_tls import share_default_tls_context
 from tests.suite_cgroup import enter_own_cpu_cgroup, leave_own_cpu_cgroup, record_own_cgroup
 
@@ -240,7 +240,15 @@ def dagster_database_url(postgres_server_url: str) -> Iterator[str]:
 # for each. On the racing tests of the fast tier (3 workers) that was 115 CPU-s of Postgres instead of 64 and 180 s
 # instead of 148 (BENCHMARKS.md "Test suite"). The variable reaches the commands tests start too; their instances
 # (dagster.yaml: dagster-postgres' own storage) do not read it.
-os.environ.setdefault(POOL_SIZE_VARIABLE, "2")
+os.environ.setdefault(KEEP_CONNECTIONS_VARIABLE, "1")
+
+
+@pytest.fixture(autouse=True)
+def _close_kept_storage_connections() -> Iterator[None]:
+    """Each test's instances leave their kept connections open (Dagster's dispose() does not close a storage's
+    engine): closed after every test, so a session of thousands of instances does not run Postgres out of them."""
+    yield
+    close_kept_connections()
 
 
 def pooled_postgres_storage(url: str) -> dict:

@@ -24,7 +24,7 @@ README_ONLY = {"TEST_DATABASE_URL"}
 # Reads of the environment that are not settings: the doc-sync executor hands its environment to git; the daemon's
 # healthcheck runs as a lone file in the Dagster image (no settings package there) and reads Dagster's own
 # DAGSTER_POSTGRES_URL, as deploy/dagster.yaml does; the instance's storage class is such a lone file too, loaded by
-# Dagster in every process, and reads DAGSTER_STORAGE_POOL_SIZE, which only the daemon's container sets; the CLIs'
+# Dagster in every process, and reads DAGSTER_STORAGE_KEEP_CONNECTIONS, which only the daemon's container sets; the CLIs'
 # check of which variables a command will need is set, before it runs (a presence check, not a setting).
 ENVIRON_READERS = {"maintenance_jobs/executors/doc_sync.py", "orchestration_core/daemon_probe.py",
                    "orchestration_core/pooled_storage.py", "orchestration_core/cli_environment.py"}

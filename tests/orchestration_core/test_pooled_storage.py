@@ -1,9 +1,10 @@
 """The instance's storage (orchestration_core/pooled_storage.py): dagster-postgres' own, pooled only in a process that
-sets DAGSTER_STORAGE_POOL_SIZE (the compose daemon), on a real Postgres."""
+sets DAGSTER_STORAGE_KEEP_CONNECTIONS (the compose and Kubernetes daemon), on a real Postgres."""
 
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Iterator
 
 import dagster as dg
@@ -12,24 +13,30 @@ import sqlalchemy as sa
 import yaml
 
 from orchestration_core import pooled_storage
-from orchestration_core.pooled_storage import POOL_SIZE_VARIABLE, PooledPostgresStorage, pool_size_from_environment
+from orchestration_core.pooled_storage import (
+    KEEP_CONNECTIONS_VARIABLE,
+    PooledPostgresStorage,
+    close_kept_connections,
+    engine_of,
+    keeps_connections,
+)
 from tests.conftest import REPO_ROOT, pooled_postgres_storage
 
 MODULE = REPO_ROOT / "orchestration_core" / "pooled_storage.py"
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize(("value", "size"), [(None, 0), ("", 0), ("0", 0), ("2", 2), (" 3 ", 3), ("20", 20)])
-def test_pool_size_comes_from_the_variable(value: str | None, size: int) -> None:
-    environ = {} if value is None else {POOL_SIZE_VARIABLE: value}
-    assert pool_size_from_environment(environ) == size
+@pytest.mark.parametrize(("value", "keeps"), [(None, False), ("", False), ("0", False), ("1", True), (" 1 ", True)])
+def test_keeping_connections_comes_from_the_variable(value: str | None, keeps: bool) -> None:
+    environ = {} if value is None else {KEEP_CONNECTIONS_VARIABLE: value}
+    assert keeps_connections(environ) is keeps
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("value", ["-1", "two", "2.5", "21", "1e3"])
-def test_a_bad_pool_size_stops_the_process_naming_the_variable(value: str) -> None:
-    with pytest.raises(ValueError, match=f"{POOL_SIZE_VARIABLE} must be a whole number from 0 to 20"):
-        pool_size_from_environment({POOL_SIZE_VARIABLE: value})
+@pytest.mark.parametrize("value", ["2", "01", "-1", "yes", "true", "1.0"])
+def test_a_bad_setting_stops_the_process_naming_the_variable(value: str) -> None:
+    with pytest.raises(ValueError, match=f"{KEEP_CONNECTIONS_VARIABLE} must be 1 .* or 0"):
+        keeps_connections({KEEP_CONNECTIONS_VARIABLE: value})
 
 
 @pytest.mark.unit
@@ -41,7 +48,8 @@ def test_the_module_imports_dagsters_public_packages_only() -> None:
             imported |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module)
-    assert imported == {"__future__", "os", "collections.abc", "dagster_postgres", "dagster_postgres.utils"}
+    assert imported == {"__future__", "os", "weakref", "collections.abc", "sqlalchemy", "dagster_postgres",
+                        "dagster_postgres.utils"}
 
 
 @pytest.mark.unit
@@ -59,11 +67,11 @@ def test_the_compose_instance_uses_it_and_the_dagster_image_has_it() -> None:
 @pytest.mark.unit
 def test_only_the_daemon_sets_the_pool_and_run_containers_never_get_it() -> None:
     compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
-    setting = {name: (service.get("environment") or {}).get(POOL_SIZE_VARIABLE)
+    setting = {name: (service.get("environment") or {}).get(KEEP_CONNECTIONS_VARIABLE)
                for name, service in compose["services"].items()}
-    assert {name: value for name, value in setting.items() if value is not None} == {"daemon": "2"}
+    assert {name: value for name, value in setting.items() if value is not None} == {"daemon": "1"}
     launcher = yaml.safe_load((REPO_ROOT / "deploy" / "dagster.yaml").read_text())["run_launcher"]["config"]
-    assert POOL_SIZE_VARIABLE not in launcher["env_vars"]
+    assert KEEP_CONNECTIONS_VARIABLE not in launcher["env_vars"]
 
 
 # --- on Postgres ------------------------------------------------------------------------------------------------------
@@ -78,7 +86,7 @@ def count_connects(instance: dg.DagsterInstance) -> list[int]:
     """A counter of the new database connections the instance's three storages open from now on."""
     opened = [0]
     for storage in (instance.run_storage, instance.event_log_storage, instance.schedule_storage):
-        sa.event.listen(storage._engine, "connect", lambda *_: opened.__setitem__(0, opened[0] + 1))  # noqa: SLF001
+        sa.event.listen(engine_of(storage), "connect", lambda *_: opened.__setitem__(0, opened[0] + 1))
     return opened
 
 
@@ -91,11 +99,11 @@ def storage_calls(instance: dg.DagsterInstance, calls: int) -> None:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("setting", "most_connections"), [("2", 3), ("", None)], ids=["daemon", "run worker"])
+@pytest.mark.parametrize(("setting", "most_connections"), [("1", 3), ("", None)], ids=["daemon", "run worker"])
 def test_the_daemon_keeps_its_connections_and_a_run_worker_opens_one_per_call(
     fresh_database_url: str, monkeypatch: pytest.MonkeyPatch, setting: str, most_connections: int | None
 ) -> None:
-    monkeypatch.setenv(POOL_SIZE_VARIABLE, setting)
+    monkeypatch.setenv(KEEP_CONNECTIONS_VARIABLE, setting)
     for instance in pooled_instance(fresh_database_url):
         assert isinstance(instance.get_ref().storage, PooledPostgresStorage)
         opened = count_connects(instance)
@@ -110,7 +118,7 @@ def test_the_daemon_keeps_its_connections_and_a_run_worker_opens_one_per_call(
 def test_a_pooled_daemon_survives_its_connections_being_cut(fresh_database_url: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """What a Postgres restart does to pooled connections: each is checked before use and replaced."""
-    monkeypatch.setenv(POOL_SIZE_VARIABLE, "2")
+    monkeypatch.setenv(KEEP_CONNECTIONS_VARIABLE, "1")
     for instance in pooled_instance(fresh_database_url):
         storage_calls(instance, 2)
         opened = count_connects(instance)
@@ -131,15 +139,15 @@ def test_a_pooled_daemon_survives_its_connections_being_cut(fresh_database_url: 
 def test_a_run_launched_by_the_pooled_daemon_opens_no_pool(fresh_database_url: str,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """A run container gets the daemon's instance by reference, but not its environment."""
-    monkeypatch.setenv(POOL_SIZE_VARIABLE, "2")
+    monkeypatch.setenv(KEEP_CONNECTIONS_VARIABLE, "1")
     for daemon in pooled_instance(fresh_database_url):
-        assert type(daemon.run_storage._engine.pool).__name__ == "QueuePool"  # noqa: SLF001
+        assert type(engine_of(daemon.run_storage).pool).__name__ == "QueuePool"
         ref = daemon.get_ref()
-        monkeypatch.delenv(POOL_SIZE_VARIABLE)
+        monkeypatch.delenv(KEEP_CONNECTIONS_VARIABLE)
         with dg.DagsterInstance.from_ref(ref) as run_worker:
             assert isinstance(run_worker.get_ref().storage, pooled_storage.PooledPostgresStorage)
             for storage in (run_worker.run_storage, run_worker.event_log_storage, run_worker.schedule_storage):
-                assert type(storage._engine.pool).__name__ == "NullPool"  # noqa: SLF001
+                assert type(engine_of(storage).pool).__name__ == "NullPool"
 
 
 def connections_to(url: str) -> int:
@@ -154,13 +162,25 @@ def connections_to(url: str) -> int:
 
 
 @pytest.mark.integration
-def test_a_disposed_pooled_instance_leaves_no_connection_open(fresh_database_url: str,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """dagster-postgres never closes its engines: without closing the pools on dispose, each instance made and dropped
-    in a process left its three storages' connections open (a test session ran out of connections so)."""
-    monkeypatch.setenv(POOL_SIZE_VARIABLE, "2")
+def test_closing_kept_connections_leaves_none_open(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dagster's instance dispose() never closes a storage's engine: a process that makes and drops instances (the
+    test suite: one per test) closes what they keep, or runs out of connections."""
+    monkeypatch.setenv(KEEP_CONNECTIONS_VARIABLE, "1")
     for _ in range(3):
         for instance in pooled_instance(fresh_database_url):
             storage_calls(instance, 2)
             assert connections_to(fresh_database_url) >= 3  # kept while the instance lives
+        assert connections_to(fresh_database_url) >= 3  # dispose() left them open
+        assert close_kept_connections() >= 3
         assert connections_to(fresh_database_url) == 0
+
+
+@pytest.mark.integration
+def test_a_collected_storage_closes_its_connections(fresh_database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEEP_CONNECTIONS_VARIABLE, "1")
+    storage = PooledPostgresStorage(postgres_url=fresh_database_url)
+    storage.run_storage.get_runs(limit=1)
+    assert connections_to(fresh_database_url) >= 3
+    del storage
+    gc.collect()
+    assert connections_to(fresh_database_url) == 0
