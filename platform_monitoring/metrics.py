@@ -36,7 +36,7 @@ from platform_monitoring.liveness import (
 from platform_monitoring.status import concurrent_limit, heartbeat_ages
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.execution_history import tag_values
-from orchestration_core.dagster_internals import RunsTable, RunTagsTable
+from orchestration_core.dagster_schema import run_tags as run_tags_table, runs as runs_table
 from orchestration_core.run_outcome import (
     TAG_ITEMS_FAILED,
     TAG_ITEMS_PROCESSED,
@@ -65,14 +65,14 @@ class RunRow:
 
 
 def _tag_join(key: str) -> sa.Alias:
-    return RunTagsTable.alias(key.replace("/", "_"))
+    return run_tags_table.alias(key.replace("/", "_"))
 
 
 def recent_runs(conn: sa.Connection, since: dt.datetime, ended_since: float) -> list[RunRow]:
     """Runs created after `since` or ended after `ended_since`, with the tags the metrics read."""
     keys = (TAG_OUTCOME, TAG_ITEMS_PROCESSED, TAG_ITEMS_FAILED, TAG_RETRY_NUMBER, TAG_MAINTENANCE_TASK)
     aliases = {key: _tag_join(key) for key in keys}
-    runs = RunsTable
+    runs = runs_table
     source = runs
     for key, alias in aliases.items():
         source = source.outerjoin(alias, sa.and_(alias.c.run_id == runs.c.run_id, alias.c.key == key))
@@ -143,7 +143,7 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
 
 def live_families(conn: sa.Connection) -> Iterator[Metric]:
     """Active runs by job, queued runs by kind, last success per job."""
-    r = RunsTable
+    r = runs_table
     active = GaugeMetricFamily("orchestration_active_runs", "Runs STARTING/STARTED/CANCELING", labels=["job"])
     for job, count in conn.execute(
         sa.select(r.c.pipeline_name, sa.func.count())

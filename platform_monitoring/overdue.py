@@ -28,7 +28,7 @@ from croniter import croniter
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.executor_configs import BUILTIN_CONFIGS
 from maintenance_jobs.schedule import CronFields, cron_expression
-from orchestration_core.dagster_internals import RunsTable, RunTagsTable
+from orchestration_core.dagster_schema import run_tags, runs
 from orchestration_core.run_outcome import EXPECTED_INTERVAL_METADATA, TAG_MAINTENANCE_TASK
 from platform_monitoring.catalog import Definition
 from platform_monitoring.job_policies import JobPolicy
@@ -113,7 +113,7 @@ def task_last_successes(instance: dg.DagsterInstance, tasks: Iterable[str]) -> d
     names = list(tasks)
     if not names:
         return {}
-    runs, tag = RunsTable, RunTagsTable
+    tag = run_tags
     query = (sa.select(tag.c.value, sa.func.max(runs.c.end_time))
              .select_from(runs.join(tag, tag.c.run_id == runs.c.run_id))
              .where(tag.c.key == TAG_MAINTENANCE_TASK, tag.c.value.in_(names), runs.c.status == "SUCCESS")

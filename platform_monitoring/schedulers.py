@@ -2,9 +2,10 @@
 `/health`, and the tick state the alert rules read in `/metrics`).
 
 What each one is (its cron, interval, default status) comes from the webserver's catalog (catalog.py); its stored
-state and ticks are looked up in the instance by its selector id (location, repository, name), which is what the
-daemon writes. A schedule's next tick is its cron's next time in its timezone; a running sensor's is its last tick
-plus its interval.
+state and ticks are looked up through the instance's public methods by its selector id (location, repository, name),
+which is what the daemon writes. Stored statuses are compared by their values (Dagster's InstigatorStatus and
+TickStatus), and a stored state's data by the attributes read, so no Dagster type is imported. A schedule's next tick
+is its cron's next time in its timezone; a running sensor's is its last tick plus its interval.
 """
 
 from __future__ import annotations
@@ -17,20 +18,10 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 import sqlalchemy as sa
 from croniter import croniter
-from dagster_shared.serdes import deserialize_value
 from pydantic import BaseModel
 
 from maintenance_jobs.executors.scrub import scrub
-from orchestration_core.dagster_internals import (
-    InstigatorSelector,
-    InstigatorStatus,
-    InstigatorTick,
-    JobTickTable,
-    ScheduleInstigatorData,
-    SensorInstigatorData,
-    TickData,
-    TickStatus,
-)
+from orchestration_core.dagster_schema import instigator_selector_id, job_ticks
 from orchestration_core.run_outcome import outcome_of
 from platform_monitoring.catalog import Definition
 
@@ -65,9 +56,10 @@ def _utc(moment: dt.datetime) -> dt.datetime:
 
 
 def _state(stored, default_running: bool) -> str:
-    if stored is None or stored.status == InstigatorStatus.DECLARED_IN_CODE:
+    """A stored InstigatorStatus (by value): RUNNING, STOPPED, or DECLARED_IN_CODE (the code's default applies)."""
+    if stored is None or stored.status.value == "DECLARED_IN_CODE":
         return "running" if default_running else "stopped"
-    return "running" if stored.status == InstigatorStatus.RUNNING else "stopped"
+    return "running" if stored.status.value == "RUNNING" else "stopped"
 
 
 def describe(instance: dg.DagsterInstance, item: Definition, now: dt.datetime) -> Instigator:
@@ -133,7 +125,7 @@ class InstigatorHealth(BaseModel):
 
 
 def selector_id(item: Definition) -> str:
-    return InstigatorSelector(location_name=item.location, repository_name=item.repository, name=item.name).get_id()
+    return instigator_selector_id(item.location, item.repository, item.name)
 
 
 def instigator_health_rows(items: tuple[Definition, ...], stored: dict[str, object],
@@ -157,22 +149,33 @@ def newest_ticks(instance: dg.DagsterInstance, selector_ids: list[str], limit: i
     """The newest `limit` ticks of each instigator, newest first, in one query that walks the tick table's
     (selector_id, timestamp) index once per instigator. Dagster's own `get_batch_ticks` ranks every stored tick of
     them (a window over the whole table): 1.7 s at 400k ticks against ~10 ms (bench/alert_metrics.py). Postgres
-    (LATERAL); Dagster's query elsewhere."""
+    (LATERAL) finds the ids, the storage's public `get_ticks_by_ids` reads those ticks by primary key; Dagster's
+    query on other storages (or one without a SQL connection)."""
     storage = instance.schedule_storage
-    if not selector_ids or getattr(getattr(storage, "_engine", None), "dialect", None) is None \
-            or storage._engine.dialect.name != "postgresql":  # noqa: SLF001 (the storage's own engine)
-        return {key: list(ticks) for key, ticks in instance.get_batch_ticks(selector_ids, limit=limit).items()}
+    if selector_ids and callable(getattr(storage, "connect", None)) \
+            and callable(getattr(storage, "get_ticks_by_ids", None)):
+        with storage.connect() as conn:
+            owners = dict(conn.execute(_newest_tick_ids(selector_ids, limit)).all()) \
+                if conn.dialect.name == "postgresql" else None
+        if owners is not None:
+            found: dict[str, list] = {}
+            for tick in storage.get_ticks_by_ids(list(owners)):
+                found.setdefault(owners[tick.tick_id], []).append(tick)
+            # Newest first; ticks of one instant by id, as they were made.
+            return {key: sorted(items, key=lambda t: (t.timestamp, t.tick_id), reverse=True)
+                    for key, items in found.items()}
+    return {key: list(ticks) for key, ticks in instance.get_batch_ticks(selector_ids, limit=limit).items()}
+
+
+def _newest_tick_ids(selector_ids: list[str], limit: int) -> sa.Select:
+    """(tick id, selector id) of the newest `limit` ticks of each selector id: a LATERAL walk of the
+    (selector_id, timestamp) index per instigator."""
     wanted = sa.values(sa.column("selector_id", sa.String), name="wanted").data([(key,) for key in selector_ids])
-    ticks = JobTickTable
-    newest = (sa.select(ticks.c.id, ticks.c.selector_id, ticks.c.tick_body)
+    ticks = job_ticks
+    newest = (sa.select(ticks.c.id, ticks.c.selector_id)
               .where(ticks.c.selector_id == wanted.c.selector_id)
               .order_by(ticks.c.timestamp.desc()).limit(limit).lateral("newest"))
-    query = sa.select(newest.c.id, newest.c.selector_id, newest.c.tick_body).select_from(wanted.join(newest, sa.true()))
-    found: dict[str, list] = {}
-    with storage.connect() as conn:
-        for tick_id, key, body in conn.execute(query):
-            found.setdefault(key, []).append(InstigatorTick(tick_id, deserialize_value(body, TickData)))
-    return {key: sorted(items, key=lambda t: t.timestamp, reverse=True) for key, items in found.items()}
+    return sa.select(newest.c.id, newest.c.selector_id).select_from(wanted.join(newest, sa.true()))
 
 
 def instigator_health(instance: dg.DagsterInstance, items: tuple[Definition, ...]) -> list[InstigatorHealth]:
@@ -238,10 +241,11 @@ def lateness(item: Definition, stored, last_tick_at: float | None, interval: flo
     from: the daemon has not recorded it yet."""
     data = getattr(stored, "instigator_data", None)
     if item.kind == "sensor":
-        started = data.last_sensor_start_timestamp if isinstance(data, SensorInstigatorData) else None
+        # SensorInstigatorData's start; a schedule's data (ScheduleInstigatorData) has none.
+        started = getattr(data, "last_sensor_start_timestamp", None)
         references = [t for t in (last_tick_at, started) if t]
         return max(0.0, now.timestamp() - max(references) - interval) if references else None
-    started = data.start_timestamp if isinstance(data, ScheduleInstigatorData) else None
+    started = getattr(data, "start_timestamp", None)  # ScheduleInstigatorData's; a sensor's data has none
     references = [t for t in (last_tick_at, started) if t]
     if not references:
         return None
@@ -253,9 +257,9 @@ def tick_state(item: Definition, stored, ticks: list, now: dt.datetime) -> TickS
     """Pure: one definition with its stored state (None: never recorded) and its newest ticks, newest first."""
     default_running = item.default_running
     running = _state(stored, default_running) == "running"
-    finished = [t for t in ticks if t.status != TickStatus.STARTED]
+    finished = [t for t in ticks if t.status.value != "STARTED"]  # TickStatus values
     latest = finished[0] if finished else None
-    failed = latest is not None and latest.status == TickStatus.FAILURE
+    failed = latest is not None and latest.status.value == "FAILURE"
     failed_in_a_row = max(1, latest.consecutive_failure_count or latest.failure_count or 1) if failed else 0
     last_tick_at = ticks[0].timestamp if ticks else None
     interval = nominal_interval(item, now)

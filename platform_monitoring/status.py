@@ -32,7 +32,7 @@ from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.models import config_problem
 from maintenance_jobs.registry import list_tasks
 from maintenance_jobs.tags import TAG_STATUS
-from orchestration_core.dagster_internals import RunsTable, RunTagsTable
+from orchestration_core.dagster_schema import run_tags, runs as runs_table
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND
 
 log = logging.getLogger(__name__)
@@ -124,8 +124,8 @@ def concurrent_limit(instance: dg.DagsterInstance) -> int:
 
 def _maintenance_runs(*columns: sa.ColumnElement) -> sa.Select:
     """Maintenance runs (by their kind tag, indexed) left-joined with their recorded `maintenance/status`."""
-    kind, recorded = RunTagsTable.alias("kind"), RunTagsTable.alias("recorded")
-    runs = RunsTable
+    kind, recorded = run_tags.alias("kind"), run_tags.alias("recorded")
+    runs = runs_table
     source = runs.join(kind, sa.and_(kind.c.run_id == runs.c.run_id, kind.c.key == TAG_KIND,
                                      kind.c.value == KIND_MAINTENANCE))
     source = source.outerjoin(recorded, sa.and_(recorded.c.run_id == runs.c.run_id, recorded.c.key == TAG_STATUS))
@@ -143,7 +143,7 @@ def count_by_execution_status(rows: Iterable[tuple[str, str | None, int]]) -> di
 
 def execution_counts(instance: dg.DagsterInstance, since: dt.datetime) -> dict[str, int]:
     """Maintenance runs created since `since` by the old scheduler's statuses, in one grouped query."""
-    runs = RunsTable
+    runs = runs_table
     query = _maintenance_runs(sa.func.count()).where(runs.c.create_timestamp > since.astimezone(dt.UTC)
                                                      .replace(tzinfo=None))
     with instance.run_storage.connect() as conn:
@@ -153,7 +153,7 @@ def execution_counts(instance: dg.DagsterInstance, since: dt.datetime) -> dict[s
 
 def live_counts(instance: dg.DagsterInstance) -> dict[str, int]:
     """Maintenance runs now running (STARTING/STARTED/CANCELING) and queued (the status index finds them)."""
-    runs = RunsTable
+    runs = runs_table
     query = _maintenance_runs(sa.func.count()).where(runs.c.status.in_([s.value for s in (*ACTIVE, S.QUEUED)]))
     with instance.run_storage.connect() as conn:
         rows = conn.execute(query.group_by(*query.selected_columns[:2])).all()

@@ -31,7 +31,7 @@ from maintenance_jobs.tags import (
     TAG_TRIGGERED_BY,
 )
 from orchestration_core.audit.execution_history import TAG_HISTORY_RECORDED
-from orchestration_core.dagster_internals import RunsTable, RunTagsTable, SqlRunStorage
+from orchestration_core.dagster_schema import run_tags, runs as runs_table
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
 
 S = dg.DagsterRunStatus
@@ -41,7 +41,7 @@ TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 # The tags an item shows (and the status and retry checks read).
 ITEM_TAGS = (TAG_TASK, TAG_SERVICE, TAG_EXECUTOR, TAG_PRIORITY, TAG_STATUS, TAG_TRIGGERED_BY, TAG_OUTPUT, TAG_ERROR,
              TAG_RETRY_NUMBER, TAG_SCHEDULED_MINUTE, TAG_PARENT_RUN_ID)
-R = RunsTable.c
+R = runs_table.c
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,10 @@ class RunSelection:
     until: dt.datetime | None = None
 
 
-def _storage(instance: dg.DagsterInstance) -> SqlRunStorage:
+def _storage(instance: dg.DagsterInstance):
+    """The run storage, if it is a SQL one: its public `connect()` gives a SQLAlchemy connection to its tables."""
     storage = instance.run_storage
-    if not isinstance(storage, SqlRunStorage):
+    if not callable(getattr(storage, "connect", None)):
         raise TypeError(f"the execution history needs SQL run storage, not {type(storage).__name__}")
     return storage
 
@@ -85,12 +86,12 @@ def _naive(moment: dt.datetime) -> dt.datetime:
 
 
 def _tagged(table: sa.FromClause, key: str, value: str, alias: str) -> sa.FromClause:
-    tags = sa.alias(RunTagsTable, alias)
+    tags = sa.alias(run_tags, alias)
     return table.join(tags, sa.and_(tags.c.run_id == R.run_id, tags.c.key == key, tags.c.value == value))
 
 
 def _maintenance_runs(selection: RunSelection) -> sa.FromClause:
-    table = _tagged(RunsTable, TAG_KIND, KIND_MAINTENANCE, "kind_tag")
+    table = _tagged(runs_table, TAG_KIND, KIND_MAINTENANCE, "kind_tag")
     if selection.task_name is not None:
         table = _tagged(table, TAG_TASK, selection.task_name, "task_tag")
     if selection.service is not None:
@@ -132,8 +133,8 @@ def live_rows(instance: dg.DagsterInstance, selection: RunSelection, recorded_th
 def _item_tags(conn: sa.Connection, run_ids: list[str]) -> dict[str, dict[str, str]]:
     tags: dict[str, dict[str, str]] = {run_id: {} for run_id in run_ids}
     if run_ids:
-        rows = conn.execute(sa.select(RunTagsTable.c.run_id, RunTagsTable.c.key, RunTagsTable.c.value)
-                            .where(RunTagsTable.c.run_id.in_(run_ids), RunTagsTable.c.key.in_(ITEM_TAGS)))
+        rows = conn.execute(sa.select(run_tags.c.run_id, run_tags.c.key, run_tags.c.value)
+                            .where(run_tags.c.run_id.in_(run_ids), run_tags.c.key.in_(ITEM_TAGS)))
         for run_id, key, value in rows:
             tags[run_id][key] = value
     return tags
@@ -157,7 +158,7 @@ def unrecorded_ended_runs(instance: dg.DagsterInstance, recorded_through: dt.dat
                           limit: int) -> list[EndedRun]:
     """Ended maintenance runs last updated at or after the mark (any, without one) whose summary is not marked
     recorded on the run itself, oldest update first: what the backfill pass records."""
-    recorded = sa.alias(RunTagsTable, "recorded_tag")
+    recorded = sa.alias(run_tags, "recorded_tag")
     table = _maintenance_runs(RunSelection()).outerjoin(
         recorded, sa.and_(recorded.c.run_id == R.run_id, recorded.c.key == TAG_HISTORY_RECORDED))
     query = (sa.select(R.run_id, R.update_timestamp).select_from(table)

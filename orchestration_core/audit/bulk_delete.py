@@ -18,15 +18,13 @@ from typing import Protocol
 import dagster as dg
 from sqlalchemy import select, union
 
-from orchestration_core.dagster_internals import (
-    AssetEventTagsTable,
-    ConcurrencySlotsTable,
-    PendingStepsTable,
-    RunsTable,
-    RunTagsTable,
-    SqlEventLogStorage,
-    SqlEventLogStorageTable,
-    SqlRunStorage,
+from orchestration_core.dagster_schema import (
+    asset_event_tags,
+    concurrency_slots,
+    event_logs,
+    pending_steps,
+    run_tags,
+    runs,
 )
 
 _LOG_DELETE_THREADS = 8
@@ -77,12 +75,12 @@ class SqlBulkRunDeleter:
         if not run_ids:
             return
         ids = list(run_ids)
-        events = SqlEventLogStorageTable
+        events = event_logs
         with self._events.index_connection() as conn:
             asset_event_ids = select(events.c.id).where(
                 events.c.run_id.in_(ids), events.c.dagster_event_type.in_(_ASSET_EVENT_TYPES)
             )
-            conn.execute(AssetEventTagsTable.delete().where(AssetEventTagsTable.c.event_id.in_(asset_event_ids)))
+            conn.execute(asset_event_tags.delete().where(asset_event_tags.c.event_id.in_(asset_event_ids)))
             conn.execute(events.delete().where(events.c.run_id.in_(ids)))
             slot_holders = self._runs_holding_concurrency(conn, ids)
         # Rare for finished runs; Dagster's own method also hands freed slots to waiting steps.
@@ -90,25 +88,27 @@ class SqlBulkRunDeleter:
             self._events.free_concurrency_slots_for_run(run_id)
         with self._runs.connect() as conn:
             # run_tags cascade on Postgres; deleted explicitly for storages created without the foreign key.
-            conn.execute(RunTagsTable.delete().where(RunTagsTable.c.run_id.in_(ids)))
-            conn.execute(RunsTable.delete().where(RunsTable.c.run_id.in_(ids)))
+            conn.execute(run_tags.delete().where(run_tags.c.run_id.in_(ids)))
+            conn.execute(runs.delete().where(runs.c.run_id.in_(ids)))
         delete_compute_logs(self._instance, ids)
 
     def _runs_holding_concurrency(self, conn, ids: list[str]) -> list[str]:
         if not self._events.supports_global_concurrency_limits:
             return []
         query = union(
-            select(ConcurrencySlotsTable.c.run_id).where(ConcurrencySlotsTable.c.run_id.in_(ids)),
-            select(PendingStepsTable.c.run_id).where(PendingStepsTable.c.run_id.in_(ids)),
+            select(concurrency_slots.c.run_id).where(concurrency_slots.c.run_id.in_(ids)),
+            select(pending_steps.c.run_id).where(pending_steps.c.run_id.in_(ids)),
         )
         return [row[0] for row in conn.execute(query)]
 
 
 def supports_bulk_delete(instance: dg.DagsterInstance) -> bool:
+    """SQL run storage and an unsharded SQL event log: the storages' public `connect()` / `index_connection()` give
+    SQLAlchemy connections to the tables (orchestration_core/dagster_schema.py) in one database each."""
     events = instance.event_log_storage
     return (
-        isinstance(instance.run_storage, SqlRunStorage)
-        and isinstance(events, SqlEventLogStorage)
+        callable(getattr(instance.run_storage, "connect", None))
+        and callable(getattr(events, "index_connection", None))
         and not events.is_run_sharded
     )
 
