@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import statistics
 import sys
 import tempfile
@@ -25,11 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dagster as dg  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
-from dagster._core.scheduler.instigation import InstigatorType, TickData, TickStatus  # noqa: E402
-from dagster._core.storage.schedules.schema import JobTickTable  # noqa: E402
 from dagster_shared.error import SerializableErrorInfo  # noqa: E402
 from dagster_shared.serdes import serialize_value  # noqa: E402
 
+from orchestration_core.dagster_schema import job_ticks  # noqa: E402
 from platform_monitoring.schedulers import (  # noqa: E402
     TICK_HISTORY,
     newest_ticks,
@@ -47,6 +47,20 @@ from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_e
 BATCH = 5000
 
 
+def tick_body(key: str, name: str, kind: str, status: str, stamp: float, failed: bool) -> str:
+    """A finished tick's TickData as Dagster's serdes stores it (job_ticks.tick_body; the storage names of its fields:
+    job_origin_id, job_name, job_type), for ticks written straight into the table. Dagster's own reads deserialize
+    it, so a body it cannot read fails the bench's comparison with `get_batch_ticks`."""
+    error = SerializableErrorInfo("bench failure", [], "Exception") if failed else None
+    body = {"__class__": "TickData", "job_origin_id": key, "job_name": name,
+            "job_type": {"__enum__": f"InstigatorType.{kind}"}, "status": {"__enum__": f"TickStatus.{status}"},
+            "timestamp": stamp, "selector_id": key, "consecutive_failure_count": int(failed), "failure_count": 0,
+            "error": None, "skip_reason": None if failed else "nothing due", "run_ids": [], "run_keys": [],
+            "origin_run_ids": []}
+    text = json.dumps(body, sort_keys=True)
+    return text.replace('"error": null', f'"error": {serialize_value(error)}') if error else text
+
+
 def seed(instance: dg.DagsterInstance, total: int, now: float) -> None:
     items = load_definitions()
     import datetime as dt
@@ -56,31 +70,26 @@ def seed(instance: dg.DagsterInstance, total: int, now: float) -> None:
     per_second = sum(rates.values())
     span = total / per_second  # seconds of history that gives `total` ticks
     rows = []
-    engine = instance.schedule_storage._engine  # noqa: SLF001 (bench only: bulk insert)
+    storage = instance.schedule_storage
     for item in items:
         key = selector_id(item)
         count = max(1, int(span * rates[key]))
         interval = span / count
-        kind = InstigatorType.SENSOR if item.kind == "sensor" else InstigatorType.SCHEDULE
+        kind = item.kind.upper()  # InstigatorType values: SENSOR, SCHEDULE
         for i in range(count):
             stamp = now - span + i * interval
             failed = i % 97 == 0
-            status = TickStatus.FAILURE if failed else TickStatus.SKIPPED
-            body = TickData(instigator_origin_id=key, instigator_name=item.name, instigator_type=kind,
-                            status=status, timestamp=stamp, selector_id=key, consecutive_failure_count=int(failed),
-                            error=SerializableErrorInfo("bench failure", [], "Exception") if failed else None,
-                            skip_reason=None if failed else "nothing due")
-            rows.append({"job_origin_id": key, "selector_id": key, "status": status.value, "type": kind.value,
+            status = "FAILURE" if failed else "SKIPPED"  # TickStatus values
+            rows.append({"job_origin_id": key, "selector_id": key, "status": status, "type": kind,
                          "timestamp": dt.datetime.fromtimestamp(stamp, dt.UTC).replace(tzinfo=None),
-                         "tick_body": serialize_value(body)})
+                         "tick_body": tick_body(key, item.name, kind, status, stamp, failed)})
             if len(rows) >= BATCH:
-                with engine.begin() as conn:
-                    conn.execute(JobTickTable.insert(), rows)
+                with storage.connect() as conn:  # commits on exit (dagster-postgres' connections autocommit)
+                    conn.execute(job_ticks.insert(), rows)
                 rows = []
-    if rows:
-        with engine.begin() as conn:
-            conn.execute(JobTickTable.insert(), rows)
-    with engine.begin() as conn:
+    with storage.connect() as conn:
+        if rows:
+            conn.execute(job_ticks.insert(), rows)
         conn.execute(sa.text("ANALYZE job_ticks"))
 
 

@@ -2,12 +2,12 @@
 clients and one client; optionally today's code (a git ref) served side by side on the same data in the same run.
 
 Builds an embedded Postgres with 100,000 runs (10% maintenance-tagged, created over 30 days) inserted in bulk
-through Dagster's run tables (`RunsTable`/`RunTagsTable`, the same rows `instance.add_run` writes, minus one
-round trip per run) and `--history-rows` rows of the maintenance execution history (`task_executions`: the ended
-maintenance runs still in storage plus older ones whose runs retention deleted, over two years), with the history
-caught up (its recorded-through mark set; the newest runs still going). It serves `python -m control_api` in its own
-process and measures p50/p99 latency and throughput of `GET /executions?limit=20`, a status-filtered page, a deep page
-(cursor) and `GET /stats`.
+into Dagster's `runs`/`run_tags` tables (orchestration_core/dagster_schema.py; the rows `instance.add_run` writes,
+minus one round trip per run) and `--history-rows` rows of the maintenance execution history (`task_executions`:
+the ended maintenance runs still in storage plus older ones whose runs retention deleted, over two years), with the
+history caught up (its recorded-through mark set; the newest runs still going). It serves `python -m control_api`
+in its own process and measures p50/p99 latency and throughput of `GET /executions?limit=20`, a status-filtered
+page, a deep page (cursor) and `GET /stats`.
 
     .venv/bin/python bench/api_latency.py [--runs 100000] [--history-rows 100000] [--clients 50] [--requests 1500]
                                           [--workers 1 2] [--cache 0 1] [--baseline REF]
@@ -49,8 +49,9 @@ def insert_runs(instance, count: int, maintenance_share: float, seed: int = 7) -
     the ended maintenance runs as execution-history rows."""
     import dagster as dg
     import sqlalchemy as sa
-    from dagster._core.storage.runs.schema import RunsTable, RunTagsTable
-    from dagster._serdes import serialize_value
+    from dagster import serialize_value
+
+    from orchestration_core.dagster_schema import run_tags, runs
 
     rng = random.Random(seed)
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
@@ -87,8 +88,8 @@ def insert_runs(instance, count: int, maintenance_share: float, seed: int = 7) -
                 history.append(history_row(run_id, task, service, status.value, created.replace(tzinfo=dt.UTC),
                                            began, ended))
             if len(batch_runs) == 5000 or i == count - 1:
-                conn.execute(sa.insert(RunsTable), batch_runs)
-                conn.execute(sa.insert(RunTagsTable), batch_tags)
+                conn.execute(sa.insert(runs), batch_runs)
+                conn.execute(sa.insert(run_tags), batch_tags)
                 batch_runs, batch_tags = [], []
         conn.execute(sa.text("ANALYZE runs; ANALYZE run_tags"))
     return history

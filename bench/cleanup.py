@@ -5,9 +5,10 @@ file each) plus K runs that must be kept (old failures, old partial successes, o
 re-executions, recent successes). Database A is pruned by the cleanup, database B by the serial loop over the same
 deletable ids. Both are then checked: the deletable runs and their events are gone, the kept set is intact.
 
-Data is inserted with the storages' own row builders (`_get_run_insertion_values`, `_event_to_row`, i.e. exactly what
-`add_historical_run` / `store_event` write) in multi-row INSERTs, because 44k `add_run` calls would take longer than
-the measurement itself. Memory: RSS is sampled after every cleanup batch; tracemalloc gives the Python peak.
+Data is inserted as the rows `add_historical_run` / `store_event` write (the serialized run and event bodies and the
+columns of orchestration_core/dagster_schema.py that the cleanup reads), in multi-row INSERTs, because 44k `add_run`
+calls would take longer than the measurement itself. Memory: RSS is sampled after every cleanup batch; tracemalloc
+gives the Python peak.
 
     .venv/bin/python bench/cleanup.py                     # 20k + 2k, once
     .venv/bin/python bench/cleanup.py --runs 2000 --kept 200 --repeats 3
@@ -31,10 +32,7 @@ from pathlib import Path
 
 import dagster as dg
 import sqlalchemy as sa
-from dagster._core.events import EngineEventData
-from dagster._core.events.log import EventLogEntry
-from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
-from dagster._core.storage.runs.schema import RunTagsTable, RunsTable
+from dagster import EventLogEntry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,10 +43,13 @@ from local_stack.embedded_postgres import (  # noqa: E402
     start_embedded_postgres,
 )
 from orchestration_core.audit.cleanup import prune_successful_runs  # noqa: E402
+from orchestration_core.dagster_schema import event_logs, run_tags, runs  # noqa: E402
 from orchestration_core.run_outcome import Outcome, outcome_tags  # noqa: E402
 
 JOB = "bench_scrape"
 CHUNK = 1000
+# An engine event's (empty) EngineEventData, in Dagster's serialized form: the class has no public import.
+ENGINE_EVENT_DATA = '{"__class__": "EngineEventData"}'
 
 
 def rss_mib() -> float:
@@ -58,7 +59,7 @@ def rss_mib() -> float:
 
 def _events(run_id: str, ts: float, failed: bool) -> list[EventLogEntry]:
     def dagster(kind: dg.DagsterEventType, offset: float) -> EventLogEntry:
-        data = EngineEventData() if kind == dg.DagsterEventType.ENGINE_EVENT else None
+        data = dg.deserialize_value(ENGINE_EVENT_DATA) if kind == dg.DagsterEventType.ENGINE_EVENT else None
         event = dg.DagsterEvent(event_type_value=kind.value, job_name=JOB, message=kind.value, event_specific_data=data)
         return EventLogEntry(
             error_info=None, level=20, user_message="", run_id=run_id, timestamp=ts + offset, job_name=JOB,
@@ -110,37 +111,54 @@ def build_specs(n_delete: int, n_keep: int) -> tuple[list[dict], set[str], set[s
     return specs, deletable, kept
 
 
-def load(instance: dg.DagsterInstance, specs: list[dict], log_dir: Path) -> None:
-    runs, events = instance.run_storage, instance.event_log_storage
-    # has_backfill_id_column() reflects the table on a new connection per call: ask once for the whole load.
-    has_backfill = runs.has_backfill_id_column()
-    runs.has_backfill_id_column = lambda: has_backfill
-    with runs.connect() as conn:
+def run_row(run: dg.DagsterRun, created: datetime) -> dict:
+    """The runs row `add_historical_run` writes for a finished run created at `created` (no snapshot, no
+    partition), with the start and end times the run worker would set."""
+    naive = created.astimezone(UTC).replace(tzinfo=None)  # Dagster's timestamp columns hold naive UTC
+    return {"run_id": run.run_id, "pipeline_name": run.job_name, "status": run.status.value,
+            "run_body": dg.serialize_value(run), "create_timestamp": naive, "update_timestamp": naive,
+            "start_time": created.timestamp(), "end_time": created.timestamp() + 0.6}
+
+
+def event_row(entry: EventLogEntry) -> dict:
+    """The event_logs row `store_event` writes for a run event with no asset."""
+    dagster_event = entry.dagster_event
+    return {"run_id": entry.run_id, "event": dg.serialize_value(entry),
+            "dagster_event_type": dagster_event.event_type_value if dagster_event else None,
+            "timestamp": datetime.fromtimestamp(entry.timestamp, UTC).replace(tzinfo=None),
+            "step_key": dagster_event.step_key if dagster_event else entry.step_key}
+
+
+def log_path(instance: dg.DagsterInstance, run_id: str) -> Path:
+    """Where the compute log manager keeps a run's captured stdout of one step (its public path lookup)."""
+    return Path(instance.compute_log_manager.get_captured_local_path([run_id, "compute_logs", "abcdefgh"], "out"))
+
+
+def load(instance: dg.DagsterInstance, specs: list[dict]) -> None:
+    with instance.run_storage.connect() as conn:
         for start in range(0, len(specs), CHUNK):
             rows, tags = [], []
             for s in specs[start : start + CHUNK]:
                 run = dg.DagsterRun(job_name=JOB, run_id=s["run_id"], status=s["status"], tags=s["tags"],
                                     parent_run_id=s["parent"], root_run_id=s["parent"])
-                values = runs._get_run_insertion_values(run, s["created"].replace(tzinfo=None))  # noqa: SLF001
-                values["start_time"] = s["created"].timestamp()
-                values["end_time"] = s["created"].timestamp() + 0.6
-                rows.append(values)
+                rows.append(run_row(run, s["created"]))
                 tags += [{"run_id": s["run_id"], "key": k, "value": v} for k, v in run.tags_for_storage().items()]
-            conn.execute(RunsTable.insert().values(rows))  # one statement, one commit per chunk
+            conn.execute(runs.insert().values(rows))  # one statement, one commit per chunk
             if tags:
-                conn.execute(RunTagsTable.insert().values(tags))
-    with events.index_connection() as conn:
+                conn.execute(run_tags.insert().values(tags))
+    with instance.event_log_storage.index_connection() as conn:
         for start in range(0, len(specs), CHUNK):
             rows = [
-                events._event_to_row(e)  # noqa: SLF001
+                event_row(e)
                 for s in specs[start : start + CHUNK]
                 for e in _events(s["run_id"], s["created"].timestamp(), s["status"] == dg.DagsterRunStatus.FAILURE)
             ]
-            conn.execute(SqlEventLogStorageTable.insert().values(rows))
-    def write_log(run_id: str) -> None:  # where LocalComputeLogManager keeps a run's captured stdout
-        d = log_dir / run_id / "compute_logs"
-        d.mkdir(parents=True)
-        (d / "abcdefgh.out").write_text("stored 58 races\n")
+            conn.execute(event_logs.insert().values(rows))
+
+    def write_log(run_id: str) -> None:
+        path = log_path(instance, run_id)
+        path.parent.mkdir(parents=True)
+        path.write_text("stored 58 races\n")
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(write_log, [s["run_id"] for s in specs]))
@@ -180,7 +198,7 @@ def one_round(server_url: str, n_delete: int, n_keep: int, batch: int, trace: bo
             stack.callback(drop_database, server_url, db)
             inst = stack.enter_context(dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": url}}}))
             t0 = time.perf_counter()
-            load(inst, specs, Path(inst.compute_log_manager._base_dir))  # noqa: SLF001
+            load(inst, specs)
             result[f"load_{name}_s"] = time.perf_counter() - t0
             instances[name] = inst
         kept_before = counts(instances["bulk"], kept)
@@ -206,10 +224,8 @@ def one_round(server_url: str, n_delete: int, n_keep: int, batch: int, trace: bo
         for name, inst in instances.items():
             assert counts(inst, deletable) == (0, 0), name
             assert counts(inst, kept) == kept_before, f"{name}: kept set changed"
-        base = Path(instances["bulk"].compute_log_manager._base_dir)  # noqa: SLF001
-        result["bulk_log_dirs_left"] = sum(1 for r in deletable if (base / r).exists())
-        base = Path(serial.compute_log_manager._base_dir)  # noqa: SLF001
-        result["serial_log_dirs_left"] = sum(1 for r in deletable if (base / r).exists())
+        for name, inst in instances.items():  # a run's directory: <base>/<run id>/compute_logs/<file>
+            result[f"{name}_log_dirs_left"] = sum(1 for r in deletable if log_path(inst, r).parent.parent.exists())
         result["kept_runs"], result["kept_events"] = kept_before
     return result
 
@@ -222,7 +238,7 @@ def sampled_round(server_url: str, n_delete: int, n_keep: int, batch: int, sampl
     try:
         with dg.instance_for_test(overrides={"storage": {"postgres": {"postgres_url": url}}}) as inst:
             t0 = time.perf_counter()
-            load(inst, specs, Path(inst.compute_log_manager._base_dir))  # noqa: SLF001
+            load(inst, specs)
             load_s = time.perf_counter() - t0
             kept_before = counts(inst, kept)
             serial_ids = sorted(deletable)[:sample]

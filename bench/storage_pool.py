@@ -15,6 +15,7 @@ wall time and the new Postgres sessions (pg_stat_database.sessions). Medians of 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -43,11 +44,17 @@ def sessions(admin: sa.Engine, database: str) -> int:
                                 {"d": database}).scalar_one())
 
 
+def started_tick(now: float):
+    """A sensor's STARTED tick (TickData, which has no public import), read from Dagster's serialized form: the
+    storage names of its fields (job_origin_id, job_name, job_type) are what job_ticks.tick_body holds."""
+    return dg.deserialize_value(json.dumps({
+        "__class__": "TickData", "job_origin_id": "bench", "job_name": "bench_sensor", "selector_id": "bench",
+        "job_type": {"__enum__": "InstigatorType.SENSOR"}, "status": {"__enum__": "TickStatus.STARTED"},
+        "timestamp": now}))
+
+
 def daemon_like_calls(instance: dg.DagsterInstance, calls: int) -> None:
     """The storage calls of the daemon's loops, in turn."""
-    from dagster._core.scheduler.instigation import TickData, TickStatus  # noqa: PLC0415 - bench only
-    from dagster._core.definitions.run_request import InstigatorType  # noqa: PLC0415
-
     for i in range(calls):
         match i % 6:
             case 0:
@@ -57,10 +64,8 @@ def daemon_like_calls(instance: dg.DagsterInstance, calls: int) -> None:
             case 2:
                 instance.all_instigator_state()
             case 3:
-                tick = instance.create_tick(TickData(
-                    instigator_origin_id="bench", instigator_name="bench_sensor", instigator_type=InstigatorType.SENSOR,
-                    status=TickStatus.STARTED, timestamp=time.time(), selector_id="bench"))
-                instance.update_tick(tick.with_status(TickStatus.SKIPPED))
+                tick = instance.create_tick(started_tick(time.time()))
+                instance.update_tick(tick.with_status(type(tick.status).SKIPPED))  # TickStatus, from the tick
             case 4:
                 instance.daemon_cursor_storage.set_cursor_values({"bench": str(i)})
             case 5:
