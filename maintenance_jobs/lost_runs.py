@@ -59,8 +59,8 @@ from maintenance_jobs.tags import (
 )
 from orchestration_core.audit.alert_webhook import AlertDeliveryError, AlertWebhook
 from orchestration_core.audit.alerts import slack_message
-from orchestration_core.dagster_internals import retry_consumer_cursor, retry_run_as_the_daemon_would
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
+from orchestration_core.run_retries import retry_consumer_cursor, retry_run_as_the_daemon_would
 
 # Re-launches per chain (the first run, its Dagster retries and re-launches): a longer outage ends in an alert.
 MAX_RELAUNCHES = 2

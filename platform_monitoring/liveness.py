@@ -8,10 +8,11 @@ limit, or when the newest tick of the running sensors is older than their shorte
 (30 s with the 15 s sensors): a stopped daemon shows within 30 s. For the alert only, a daemon that has not beaten
 since the control API started counts as starting for DAEMON_STARTUP_GRACE_SECONDS (`daemon_starting`).
 
-The code servers: one gRPC Ping each (the call `dagster api grpc-health-check` makes), in parallel, with a 2 s
-timeout. Their addresses come from CODE_SERVER_ADDRESSES (`location=host:port,...`, the same as the deployment's
-workspace.yaml; tests/deploy checks the two agree). Without it (the local stack, whose code servers are subprocesses
-of the webserver and the daemon) nothing is pinged.
+The code servers: one standard gRPC health check each (grpc.health.v1, the question `dagster api grpc-health-check`
+asks; orchestration_core/code_server_probe.py), in parallel, with a 2 s timeout; anything but SERVING is down. Their
+addresses come from CODE_SERVER_ADDRESSES (`location=host:port,...`, the same as the deployment's workspace.yaml;
+tests/deploy checks the two agree). Without it (the local stack, whose code servers are subprocesses of the webserver
+and the daemon) nothing is checked.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from orchestration_core.dagster_internals import ping_code_server
+from orchestration_core.code_server_probe import code_server_status
 
 log = logging.getLogger(__name__)
 # The sensor daemon's loop (Dagster's MIN_INTERVAL_LOOP_TIME, 5 s) plus a margin for a loaded host.
@@ -58,6 +59,18 @@ def parse_code_servers(value: str | None) -> tuple[CodeServer, ...]:
             raise ValueError(f"{entry!r} is not location=host:port")
         servers.append(CodeServer(location.strip(), host, int(port)))
     return tuple(servers)
+
+
+class CodeServerNotServing(Exception):
+    """The code server's health check answered something other than SERVING, or nothing within the timeout."""
+
+
+def check_code_server(server: CodeServer, timeout_seconds: float = PING_TIMEOUT_SECONDS) -> None:
+    """One health check of `server`; raises CodeServerNotServing naming the answer ("UNREACHABLE (UNAVAILABLE)",
+    "NOT_SERVING", ...) unless it is SERVING."""
+    status = code_server_status(server.host, server.port, timeout_seconds)
+    if status != "SERVING":
+        raise CodeServerNotServing(f"{server.host}:{server.port} answered {status}")
 
 
 @dataclass(frozen=True)
@@ -102,7 +115,7 @@ def code_server_states(servers: Sequence[CodeServer],
     """location → "ok" or "unreachable (…)": every server pinged at once, so the answer takes one timeout at most."""
     if not servers:
         return {}
-    ping = ping or (lambda server: ping_code_server(server.host, server.port, PING_TIMEOUT_SECONDS))
+    ping = ping or check_code_server
 
     def state(server: CodeServer) -> str:
         try:

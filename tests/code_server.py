@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import dagster as dg
 
 from local_stack.stack import free_port
-from orchestration_core.dagster_internals import ping_code_server
+from orchestration_core.code_server_probe import code_server_status
 from orchestration_core.settings import CODE_SERVER_HEARTBEAT_TTL_SECONDS
 from tests.conftest import REPO_ROOT
 
@@ -21,8 +21,9 @@ from tests.conftest import REPO_ROOT
 def running_code_server(module: str = "maintenance_jobs.definitions", location: str = "maintenance_jobs",
                         env: dict[str, str] | None = None,
                         heartbeat_ttl: int = CODE_SERVER_HEARTBEAT_TTL_SECONDS) -> Iterator[tuple[subprocess.Popen, int]]:
-    """(process, port) of `dagster code-server start` serving `module`, once it answers a Ping; killed on exit.
-    `env`: variables added to this process's environment for it; `heartbeat_ttl`: its `--heartbeat-ttl`."""
+    """(process, port) of `dagster code-server start` serving `module`, once its gRPC health check answers SERVING;
+    killed on exit. `env`: variables added to this process's environment for it; `heartbeat_ttl`: its
+    `--heartbeat-ttl`."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "dagster", "code-server", "start", "-h", "127.0.0.1", "-p", str(port),
@@ -30,13 +31,9 @@ def running_code_server(module: str = "maintenance_jobs.definitions", location: 
         cwd=REPO_ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 90
-        while True:
-            try:
-                ping_code_server("127.0.0.1", port, 2)
-                break
-            except Exception:
-                assert process.poll() is None and time.monotonic() < deadline, "the code server did not start"
-                time.sleep(0.5)
+        while (status := code_server_status("127.0.0.1", port, 2)) != "SERVING":
+            assert process.poll() is None and time.monotonic() < deadline, f"the code server did not start: {status}"
+            time.sleep(0.5)
         yield process, port
     finally:
         process.kill()

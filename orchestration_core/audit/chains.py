@@ -24,7 +24,7 @@ import dagster as dg
 
 from orchestration_core.audit.cleanup import parent_run_id_of
 from orchestration_core.audit.queries import _as_utc, _window_start, iter_run_records
-from orchestration_core.dagster_internals import RUN_KEY_TAG
+from orchestration_core.dagster_tags import RUN_KEY_TAG
 from orchestration_core.run_outcome import outcome_of
 
 TAG_ROOT_RUN_ID = "dagster/root_run_id"

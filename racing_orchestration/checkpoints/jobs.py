@@ -59,7 +59,7 @@ from racing_orchestration.race_db.store import (
     store_results,
     upsert_event,
 )
-from orchestration_core.dagster_internals import RUN_KEY_TAG
+from orchestration_core.dagster_tags import RUN_KEY_TAG
 from orchestration_core.run_config_rules import literal_config_schema
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
 from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError

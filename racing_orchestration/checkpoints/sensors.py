@@ -23,7 +23,7 @@ import threading
 import dagster as dg
 import sqlalchemy as sa
 
-from orchestration_core.dagster_internals import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
+from orchestration_core.dagster_tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 from orchestration_core.postgres import create_engine
 from racing_orchestration.checkpoints.due import DueCheckpoint, TickPlan, plan_tick
 from racing_orchestration.checkpoints.fetch import (

@@ -167,7 +167,7 @@ def test_code_servers_are_pinged_and_a_killed_one_shows_at_once(api_settings, pg
 
         health = answered(lambda: httpx.get(f"{base}/health", timeout=30).json())
         assert health["code_servers"] == {"maintenance_jobs": "ok",
-                                          "racing_orchestration": "unreachable (DagsterUserCodeUnreachableError)"}
+                                          "racing_orchestration": "unreachable (CodeServerNotServing)"}
         assert health["status"] == "degraded"
         found = samples(httpx.get(f"{base}/metrics", timeout=30).text)
         assert value(found, "orchestration_code_server_up", location="maintenance_jobs") == 1

@@ -45,24 +45,22 @@ def test_storage_classes_keep_the_methods_the_bulk_delete_mirrors() -> None:
     assert "run_id" in inspect.signature(internals.SqlEventLogStorage.delete_events).parameters
 
 
-def test_instigator_types_and_tags() -> None:
+def test_instigator_types() -> None:
     selector = internals.InstigatorSelector(location_name="l", repository_name="r", name="n")
     assert selector.get_id()
     assert {s.name for s in internals.InstigatorStatus} >= {"RUNNING", "STOPPED", "DECLARED_IN_CODE"}
-    assert internals.RUN_KEY_TAG == "dagster/run_key"
-    # Run retries: the failed run names its retry, and says whether one will come (checkpoint sensors follow them).
-    assert internals.AUTO_RETRY_RUN_ID_TAG == "dagster/auto_retry_run_id"
-    assert internals.WILL_RETRY_TAG == "dagster/will_retry"
-    # The maintenance guard makes a retry the daemon dropped as the daemon makes it (maintenance_jobs/lost_runs.py).
-    assert internals.RETRY_NUMBER_TAG == "dagster/retry_number"
-    assert {"dagster/will_retry", "dagster/auto_retry_run_id", "dagster/retry_number"} <= set(
-        internals.TAGS_TO_MAYBE_OMIT_ON_RETRY)
-    from dagster._daemon.auto_run_reexecution.event_log_consumer import _create_cursor_key
-    assert internals.RETRY_CONSUMER_CURSOR_KEY == _create_cursor_key(dg.DagsterEventType.RUN_FAILURE)
-    assert set(inspect.signature(dg.DagsterInstance.create_run).parameters) >= {
-        "parent_run_id", "root_run_id", "execution_plan_snapshot", "job_snapshot", "asset_graph", "remote_job_origin"}
     # The instance API the schedulers page reads the state through.
     assert callable(dg.DagsterInstance.get_instigator_state)
+
+
+@pytest.mark.parametrize("name", ["AUTO_RETRY_RUN_ID_TAG", "PARENT_RUN_ID_TAG", "RETRY_NUMBER_TAG", "ROOT_RUN_ID_TAG",
+                                  "RUN_KEY_TAG", "TAGS_TO_MAYBE_OMIT_ON_RETRY", "WILL_RETRY_TAG", "DagsterGrpcClient",
+                                  "dagster_api_pb2", "ping_code_server", "retry_consumer_cursor",
+                                  "retry_run_as_the_daemon_would"])
+def test_names_with_a_public_home_are_not_here(name: str) -> None:
+    """Tag keys: orchestration_core/dagster_tags.py; run retries: orchestration_core/run_retries.py; the code servers'
+    health: orchestration_core/code_server_probe.py."""
+    assert not hasattr(internals, name)
 
 
 def internals_importers(root: Path = REPO_ROOT) -> set[str]:

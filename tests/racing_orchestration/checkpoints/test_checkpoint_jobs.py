@@ -20,7 +20,7 @@ from racing_orchestration.checkpoints.jobs import (
     checkpoint_run_config,
 )
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, no_longer_pre_race
-from orchestration_core.dagster_internals import RUN_KEY_TAG
+from orchestration_core.dagster_tags import RUN_KEY_TAG
 from racing_orchestration.checkpoints.fetch import TAG_SUPERSEDED
 from racing_orchestration.race_db.checkpoints import checkpoint_row, claim_checkpoint, record_relaunch
 from racing_orchestration.settings import launch_ahead

@@ -8,8 +8,7 @@ import dagster as dg
 import pytest
 import sqlalchemy as sa
 
-from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
-
+from orchestration_core.dagster_tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 from racing_orchestration.checkpoints import sensors
 from racing_orchestration.checkpoints.jobs import POST_RACE_DELAYS_SECONDS
 from racing_orchestration.checkpoints.windows import (

@@ -15,7 +15,7 @@ from orchestration_core.audit.chains import (
     RunNode,
     build_chains,
 )
-from orchestration_core.dagster_internals import RUN_KEY_TAG
+from orchestration_core.dagster_tags import RUN_KEY_TAG
 from orchestration_core.run_outcome import Outcome, outcome_tags
 from racing_orchestration.checkpoints.jobs import (
     checkpoint_run_config,
