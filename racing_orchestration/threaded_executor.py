@@ -10,13 +10,16 @@ a worker thread; the orchestrating thread alone touches `ActiveExecution`, so it
 Steps share the run's resources, which must therefore be thread-safe (httpx clients and SQLAlchemy engines are).
 Like the in-process executor it captures the run process's stdout/stderr as the run's compute logs (one capture for
 all steps, which the UI shows per run), and it honours `tag_concurrency_limits` on step tags as the multiprocess
-executor does. This module and orchestration_core/dagster_internals.py are the only users of Dagster's private APIs.
+executor does. The Dagster step machinery it is built from is private; it comes from orchestration_core/
+dagster_internals.py, the one module that imports Dagster's private APIs.
 """
 
 from __future__ import annotations
 
 import os
 import queue
+import random
+import string
 import sys
 import threading
 from collections.abc import Iterator
@@ -25,24 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-from dagster._core.events import DagsterEvent, EngineEventData
-from dagster._core.execution.api import ExecuteRunWithPlanIterable
-from dagster._core.execution.compute_logs import create_compute_log_file_key
-from dagster._core.execution.context.system import PlanExecutionContext, PlanOrchestrationContext
-from dagster._core.execution.context_creation_job import PlanExecutionContextManager
-from dagster._core.execution.plan.execute_plan import (
-    _handle_compute_log_setup_error,
-    _handle_compute_log_teardown_error,
-    _trigger_hook,
+
+from orchestration_core.dagster_internals import (
+    ExecuteRunWithPlanIterable,
+    InstanceConcurrencyContext,
+    PlanExecutionContextManager,
+    RetryMode,
     dagster_event_sequence_for_step,
+    trigger_step_hooks,
 )
-from dagster._core.execution.plan.instance_concurrency_context import InstanceConcurrencyContext
-from dagster._core.execution.plan.objects import StepFailureData
-from dagster._core.execution.plan.plan import ExecutionPlan
-from dagster._core.execution.retries import RetryMode
-from dagster._core.execution.tags import get_tag_concurrency_limits_config
-from dagster._core.executor.base import Executor
-from dagster._utils.error import serializable_error_info_from_exc_info
 
 DEFAULT_MAX_THREADS = 8
 _POLL_SECONDS = 0.05
@@ -55,7 +49,19 @@ class _StepFinished:
     error: BaseException | None = None
 
 
-class ThreadPoolExecutor(Executor):
+def compute_log_file_key() -> str:
+    """A fresh name for the run's compute-log capture, as Dagster's executors draw one (8 lowercase letters), from the
+    system's randomness so a step that seeds `random` cannot make two runs' captures collide."""
+    rng = random.SystemRandom()
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(8))
+
+
+def _capture_error_message(when: str) -> str:
+    error_type, error, _ = sys.exc_info()
+    return f"Exception while {when} compute log capture: {getattr(error_type, '__name__', 'error')}: {error}"
+
+
+class ThreadPoolExecutor(dg.Executor):
     """Runs up to `max_concurrent` steps of a run at once, each in its own thread."""
 
     def __init__(
@@ -72,18 +78,14 @@ class ThreadPoolExecutor(Executor):
     def retries(self) -> RetryMode:
         return self._retries
 
-    def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:
+    def execute(self, plan_context, execution_plan) -> Iterator[dg.DagsterEvent]:
         # dagster-postgres opens a new connection for every event (NullPool) so short-lived workers hold none;
         # with many steps writing events from several threads that connect cost dominates. A small pool,
         # the same one the webserver uses, lives only as long as this run worker.
         plan_context.instance.optimize_for_webserver(
             statement_timeout=0, pool_recycle=3600, max_overflow=self.max_concurrent
         )
-        yield DagsterEvent.engine_event(
-            plan_context,
-            f"Executing steps in up to {self.max_concurrent} threads (pid: {os.getpid()})",
-            event_specific_data=EngineEventData.in_process(os.getpid(), execution_plan.step_keys_to_execute),
-        )
+        plan_context.log.info(f"Executing steps in up to {self.max_concurrent} threads (pid: {os.getpid()})")
         yield from iter(
             ExecuteRunWithPlanIterable(
                 execution_plan=plan_context.execution_plan,
@@ -101,38 +103,28 @@ class ThreadPoolExecutor(Executor):
             )
         )
 
-    def _iterate(
-        self,
-        job_context: PlanExecutionContext,
-        execution_plan: ExecutionPlan,
-        instance_concurrency_context: InstanceConcurrencyContext | None = None,
-    ) -> Iterator[DagsterEvent]:
+    def _iterate(self, job_context, execution_plan, instance_concurrency_context=None) -> Iterator[dg.DagsterEvent]:
         with InstanceConcurrencyContext(job_context.instance, job_context.dagster_run) as concurrency_context:
             with ExitStack() as capture_stack:
                 # The whole run process's stdout/stderr, as the in-process executor captures it: threads share the
                 # process's file descriptors, so one capture holds every step's output.
                 compute_log_manager = job_context.instance.compute_log_manager
                 step_keys = [step.key for step in execution_plan.get_steps_to_execute_in_topo_order()]
-                log_key = compute_log_manager.build_log_key_for_run(job_context.run_id, create_compute_log_file_key())
+                log_key = compute_log_manager.build_log_key_for_run(job_context.run_id, compute_log_file_key())
                 try:
                     log_context = capture_stack.enter_context(compute_log_manager.capture_logs(log_key))
-                    yield DagsterEvent.capture_logs(job_context, step_keys, log_key, log_context)
-                except Exception:
-                    yield from _handle_compute_log_setup_error(job_context, sys.exc_info())
+                    yield dg.DagsterEvent.capture_logs(job_context, step_keys, log_key, log_context)
+                except Exception:  # noqa: BLE001 - the run goes on without captured output, as Dagster's executors do
+                    job_context.log.error(_capture_error_message("setting up"))
                 yield from self._run_steps(job_context, execution_plan, concurrency_context)
                 try:
                     capture_stack.close()
-                except Exception:
-                    yield from _handle_compute_log_teardown_error(job_context, sys.exc_info())
+                except Exception:  # noqa: BLE001 - the steps ran; only their output's capture failed
+                    job_context.log.error(_capture_error_message("cleaning up"))
 
-    def _run_steps(
-        self,
-        job_context: PlanExecutionContext,
-        execution_plan: ExecutionPlan,
-        concurrency_context: InstanceConcurrencyContext,
-    ) -> Iterator[DagsterEvent]:
-        events: queue.Queue[DagsterEvent | _StepFinished] = queue.Queue()
-        step_events: dict[str, list[DagsterEvent]] = {}
+    def _run_steps(self, job_context, execution_plan, concurrency_context) -> Iterator[dg.DagsterEvent]:
+        events: queue.Queue[dg.DagsterEvent | _StepFinished] = queue.Queue()
+        step_events: dict[str, list[dg.DagsterEvent]] = {}
         step_contexts = {}
         # The launches whose thread has not yet reported its end. A step's STEP_SUCCESS can be handled before its
         # thread ends, and only the end resolves its dynamic outputs into mapped steps: until then the plan can look
@@ -179,34 +171,22 @@ class ThreadPoolExecutor(Executor):
                         break
 
     @staticmethod
-    def _handle(item, job_context, active_execution, step_contexts, step_events) -> Iterator[DagsterEvent]:
-        if isinstance(item, DagsterEvent):
+    def _handle(item, job_context, active_execution, step_contexts, step_events) -> Iterator[dg.DagsterEvent]:
+        if isinstance(item, dg.DagsterEvent):
             step_events[item.step_key].append(item)
             yield item
             active_execution.handle_event(item)
             return
         if item.error is not None:
-            # A crash outside the step's own error boundary: report it and fail the step, not the whole run.
-            error = serializable_error_info_from_exc_info(
-                (type(item.error), item.error, item.error.__traceback__)
-            )
-            yield DagsterEvent.engine_event(
-                job_context,
-                f"Step {item.step_key} crashed in its thread: {error.message}",
-                event_specific_data=EngineEventData(error=error),
-                step_handle=step_contexts[item.step_key].step.handle,
-            )
-            failure = DagsterEvent.step_failure_event(
-                step_context=step_contexts[item.step_key],
-                step_failure_data=StepFailureData(error=error, user_failure_data=None),
-            )
-            yield failure
-            active_execution.handle_event(failure)
+            # A crash outside the step's own error boundary (Dagster's step sequence turns the step's errors into its
+            # STEP_FAILURE; with raise_on_error it re-raises them after that): raised here, in the run's thread, as
+            # the in-process executor raises it, so Dagster fails the run with the error and its traceback.
+            raise item.error
         active_execution.verify_complete(job_context, item.step_key)
         for event in active_execution.plan_events_iterator(job_context):
             step_events[item.step_key].append(event)
             yield event
-        yield from _trigger_hook(step_contexts.pop(item.step_key), step_events.pop(item.step_key))
+        yield from trigger_step_hooks(step_contexts.pop(item.step_key), step_events.pop(item.step_key))
 
 
 def _run_step_in_thread(step_key: str, launch: int, step_context, events: queue.Queue) -> None:
@@ -219,6 +199,21 @@ def _run_step_in_thread(step_key: str, launch: int, step_context, events: queue.
     events.put(_StepFinished(step_key, launch))
 
 
+# The multiprocess executor's `tag_concurrency_limits` schema, declared with Dagster's public config types: a limit
+# applies to steps with the tag `key` (and `value`, when given; `{"applyLimitPerUniqueValue": true}` counts each value
+# apart). Dagster's run queue reads the same shape.
+TAG_CONCURRENCY_LIMITS_CONFIG = dg.Field(
+    dg.Array(dg.Shape({
+        "key": str,
+        "value": dg.Field(dg.ScalarUnion(scalar_type=str, non_scalar_schema=dg.Shape({"applyLimitPerUniqueValue": bool})),
+                          is_required=False),
+        "limit": dg.Field(int),
+    })),
+    is_required=False,
+    description="Limits on the steps of a run by their op tags; without a value, across all values of the key.",
+)
+
+
 @dg.executor(
     name="threadpool",
     config_schema={
@@ -227,7 +222,7 @@ def _run_step_in_thread(step_key: str, launch: int, step_context, events: queue.
             dg.Selector({"enabled": {}, "disabled": {}}), default_value={"enabled": {}}, is_required=False
         ),
         # Limits on steps by their op tags, e.g. [{"key": "tab/api", "limit": 2}] (the multiprocess executor's form).
-        "tag_concurrency_limits": get_tag_concurrency_limits_config(),
+        "tag_concurrency_limits": TAG_CONCURRENCY_LIMITS_CONFIG,
     },
 )
 def threadpool_executor(init_context: dg.InitExecutorContext) -> ThreadPoolExecutor:

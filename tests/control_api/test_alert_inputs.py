@@ -29,7 +29,7 @@ from platform_monitoring.overdue import (
 from platform_monitoring.schedulers import tick_error_text, tick_state
 from tests.control_api.job_policies import code_definitions, repositories
 from maintenance_jobs.schedule import CronFields
-from orchestration_core.dagster_internals import (
+from dagster._core.scheduler.instigation import (  # tests fabricate states and ticks: no public constructor
     InstigatorStatus,
     ScheduleInstigatorData,
     SensorInstigatorData,

@@ -242,7 +242,7 @@ def test_the_step_retry_highest_number_per_job(api: RunningApi) -> None:
 def test_newest_ticks_are_what_dagster_returns(pg_instance: dg.DagsterInstance) -> None:
     """The control API's one-query tick read (index walk per instigator) against Dagster's own, on Postgres."""
     from platform_monitoring.schedulers import newest_ticks
-    from orchestration_core.dagster_internals import TickData, TickStatus
+    from dagster._core.scheduler.instigation import TickData, TickStatus
 
     from dagster._core.scheduler.instigation import InstigatorType
 

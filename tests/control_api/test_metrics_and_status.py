@@ -376,7 +376,7 @@ def test_instigator_health_rows_state_and_last_tick(stored, default_running, run
 
     from platform_monitoring.catalog import Definition
     from platform_monitoring.schedulers import instigator_health_rows, selector_id
-    from orchestration_core.dagster_internals import InstigatorStatus
+    from dagster._core.scheduler.instigation import InstigatorStatus
 
     item = Definition("maintenance_jobs", "__repository__", "sensor", "probe_sensor", default_running)
     states = {selector_id(item): SimpleNamespace(status=InstigatorStatus[stored])} if stored else {}

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from orchestration_core.dagster_internals import TickStatus
+from dagster._core.scheduler.instigation import TickStatus  # tests fabricate ticks: no public constructor
 from platform_monitoring.alert_metrics import instigator_families
 from platform_monitoring.catalog import Definition
 from platform_monitoring.schedulers import tick_state

@@ -118,3 +118,38 @@ def _slow_step_thread_ends(monkeypatch) -> None:
         time.sleep(0.5)
 
     monkeypatch.setattr(threaded_executor, "dagster_event_sequence_for_step", slow_to_finish)
+
+
+@pytest.mark.integration
+def test_a_crash_outside_a_steps_boundary_fails_the_run_with_the_error(pg_instance, monkeypatch) -> None:
+    """Dagster's step sequence turns a step's own errors into STEP_FAILURE; anything raised around it (the framework
+    itself) reaches the run, as with the in-process executor: the run fails and its failure carries the error."""
+    from racing_orchestration import threaded_executor
+
+    def crashes(step_context):
+        raise RuntimeError("crashed outside the step's boundary")
+        yield  # a generator, as Dagster's sequence is
+
+    monkeypatch.setattr(threaded_executor, "dagster_event_sequence_for_step", crashes)
+    result = _run(pg_instance, threaded_jobs.threaded_failing_job, {})
+    assert not result.success
+    assert pg_instance.get_run_by_id(result.run_id).status == dg.DagsterRunStatus.FAILURE
+    failures = [e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"]
+    assert len(failures) == 1
+    error = failures[0].job_failure_data.error
+    assert "crashed outside the step's boundary" in (error.message + "".join(c.message for c in [error.cause] if c))
+
+
+@pytest.mark.unit
+def test_compute_log_keys_are_fresh_even_when_a_step_seeds_random() -> None:
+    import random
+    import re
+
+    from racing_orchestration.threaded_executor import compute_log_file_key
+
+    keys = []
+    for _ in range(20):
+        random.seed(7)
+        keys.append(compute_log_file_key())
+    assert all(re.fullmatch(r"[a-z]{8}", key) for key in keys)
+    assert len(set(keys)) == 20
