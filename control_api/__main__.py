@@ -31,6 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Alembic logs each of its plugins at INFO whenever the registry's revision is read (start-up), and httpx each
+    # request to the webserver's GraphQL: neither is the API's news. Their warnings and errors still show.
+    for chatty in ("alembic", "httpx"):
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         settings = settings_from_env(key_file=args.api_key_file, insecure_dev=args.insecure_dev)
     except ApiConfigError as exc:

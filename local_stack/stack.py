@@ -92,6 +92,20 @@ def write_private_file(path: Path, text: str) -> None:
 # TTL from this variable (orchestration_core/settings.py says why it is long).
 DAGSTER_DEV_ENV = {"DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS": str(CODE_SERVER_HEARTBEAT_TTL_SECONDS)}
 
+# What `dagster dev` prints at start that says nothing to a user of this stack, kept off its console:
+# - its own notice that `dg dev` supersedes it (a SupersessionWarning; the message only, never all warnings);
+# - INFO lines of the daemon and webserver (every sensor evaluation, "Launching Dagster services"): `--log-level
+#   warning` keeps their warnings and errors, and the UI shows every tick and run;
+# - "Found a dagster instance configuration value (dagster.yaml) in the current folder": it starts in DAGSTER_HOME,
+#   where its dagster.yaml is (workspace.yaml's paths are relative to that file, not to the current folder).
+DAGSTER_DEV_WARNING_FILTERS = ("ignore:Function `dev_command` is superseded",)
+DAGSTER_DEV_LOG_LEVEL = "warning"
+
+
+def dagster_dev_warnings(environ: Mapping[str, str]) -> str:
+    """PYTHONWARNINGS for `dagster dev` and its children: the user's own filters, then the stack's."""
+    return ",".join(filter(None, (environ.get("PYTHONWARNINGS", ""), *DAGSTER_DEV_WARNING_FILTERS)))
+
 
 def wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
     """Poll `url` until it answers (any status below 500), failing early if `process` died."""
@@ -177,7 +191,8 @@ class LocalStack:
         self._spawn("sim", [sys.executable, "-m", "racing_orchestration.cli", "sim", "--host", opts.host,
                             "--port", str(opts.sim_port), *opts.sim_args])
         self._spawn("dagster", [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
-                                "-h", opts.host, "-p", str(opts.dagster_port)])
+                                "-h", opts.host, "-p", str(opts.dagster_port), "--log-level", DAGSTER_DEV_LOG_LEVEL],
+                    env={**self.env, "PYTHONWARNINGS": dagster_dev_warnings(self.env)}, cwd=dagster_home)
         self.code_server_watch = CodeServerWatch(urls["dagster"], self.processes["dagster"].pid,
                                                  report=lambda message: print(message, flush=True))
         self.code_server_watch.start()
@@ -216,10 +231,12 @@ class LocalStack:
     def _api_available(self) -> bool:
         return self._module_exists("control_api")
 
-    def _spawn(self, name: str, command: list[str]) -> None:
+    def _spawn(self, name: str, command: list[str], env: Mapping[str, str] | None = None,
+               cwd: Path = REPO_ROOT) -> None:
         # Each child leads its own process group, so stopping it also stops what it spawned (webserver, daemon,
         # code servers, run workers) and a Ctrl-C in the terminal reaches only this supervisor.
-        self.processes[name] = subprocess.Popen(command, env=self.env, cwd=REPO_ROOT, start_new_session=True)
+        self.processes[name] = subprocess.Popen(command, env=self.env if env is None else env, cwd=cwd,
+                                                start_new_session=True)
 
     def stop(self) -> None:
         """Stop every child group (SIGINT, then SIGTERM, then SIGKILL) and then Postgres."""
