@@ -6,6 +6,7 @@ process is left behind.
 
 import datetime as dt
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -259,6 +260,21 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
             page.goto(f"{stack.dagster_url}/locations/__repository__@{location}/{kind}/{name}",
                       wait_until="networkidle")
             page.get_by_text(description).first.wait_for(timeout=60_000)
+
+        # The newcomer's view after the walk-through's scrape: the racing asset group shows race_cards materialized
+        # with its checks evaluated, and its page shows the day the scrape stored as the latest partition.
+        [day] = {m["partition"] for m in _materializations(stack, "race_cards") if m["runId"] == scrape_run_id}
+        page.goto(f"{stack.dagster_url}/locations/racing_orchestration/asset-groups/racing", wait_until="networkidle")
+        node = page.locator("div", has=page.get_by_text("race_cards", exact=True)).filter(
+            has_text="Asset checks").last
+        node.get_by_text(re.compile(r"\d+ / 3 Passed")).wait_for(timeout=60_000)
+        assert "Latest event" in node.inner_text() and re.search(r"\bago\b", node.inner_text()), node.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "dagster-racing-asset-group.png"))
+        page.goto(f"{stack.dagster_url}/assets/race_cards", wait_until="networkidle")
+        page.get_by_text("Latest materialization").first.wait_for(timeout=60_000)
+        page.get_by_text(day, exact=True).first.wait_for(timeout=60_000)
+        page.get_by_text("Latest check results").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "dagster-race-cards.png"))
 
         page.goto(f"{stack.api_url}/docs", wait_until="networkidle")
         page.get_by_text("/tasks", exact=False).first.wait_for(timeout=60_000)
