@@ -142,6 +142,27 @@ def test_every_long_running_service_is_healthy_and_migrate_exited_0(stack: Compo
     assert (states["migrate"]["State"], states["migrate"]["ExitCode"]) == ("exited", 0)
 
 
+# The project's images run read-only (docker-compose.yml), writing only to their volumes and memory: /tmp (the front:
+# /run/front; the webserver also DAGSTER_HOME/.nux), the same paths the Kubernetes manifests give them
+# (tests/deploy/kubernetes/test_parity.py). Service -> (a folder of its image it cannot write, one it can).
+READ_ONLY_SERVICES = {
+    "code-racing": ("/opt/dagster/dagster_home", "/tmp"), "code-maintenance": ("/opt/dagster/dagster_home", "/tmp"),
+    "api": ("/opt/dagster/dagster_home", "/tmp"), "webserver": ("/opt/dagster/dagster_home", "/tmp"),
+    "daemon": ("/opt/dagster/dagster_home", "/tmp"), "front": ("/opt/front", "/run/front"),
+}
+
+
+@pytest.mark.parametrize("service", sorted(READ_ONLY_SERVICES))
+def test_our_services_root_filesystem_is_read_only_and_their_memory_folder_writable(stack: ComposeStack,
+                                                                                    service: str) -> None:
+    probe = ("import sys\n"
+             "try:\n    open(sys.argv[1] + '/write-probe', 'w')\nexcept OSError as e:\n    print(e.strerror)\n"
+             "else:\n    print('written')\n"
+             "open(sys.argv[2] + '/write-probe', 'w').write('ok')\nprint(open(sys.argv[2] + '/write-probe').read())\n")
+    done = stack.compose("exec", "-T", service, "python", "-c", probe, *READ_ONLY_SERVICES[service], timeout=120)
+    assert done.stdout.split() == ["Read-only", "file", "system", "ok"], done.stdout + done.stderr
+
+
 def test_graphql_launched_morning_scrape_runs_in_its_own_container_and_stores_the_day(
     stack: ComposeStack, scrape_run_id: str
 ) -> None:

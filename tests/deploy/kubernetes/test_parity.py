@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.compose_model import REPO_ROOT
+from tests.deploy.compose_model import REPO_ROOT, load_compose
 from tests.deploy.kubernetes.manifests import (
     BASE_DIR,
     KUBERNETES_DIR,
@@ -18,6 +18,7 @@ from tests.deploy.kubernetes.manifests import (
     compose_instance,
     find,
     instance_config,
+    pod_specs,
     render,
 )
 
@@ -126,3 +127,54 @@ def test_the_launcher_maps_compose_launcher_setting_by_setting() -> None:
 # compose's x-runtime-env.
 RUNTIME_SECRET_KEYS = ("DAGSTER_POSTGRES_URL", "RACING_DATABASE_URL", "MAINTENANCE_DATABASE_URL", "ALERT_WEBHOOK_URL",
                        "GITEA_TOKEN")
+
+
+# Compose service -> (workload, container) of the same image and process. Both forms run them on a read-only root
+# filesystem; the compose deployment's tests (tests/production) run them so, which proves the Kubernetes claim for
+# our images as far as the writable paths go.
+READ_ONLY_WORKLOADS = {
+    "migrate": ("Job/migrate", "migrate"),
+    "code-racing": ("Deployment/code-racing", "code-server"),
+    "code-maintenance": ("Deployment/code-maintenance", "code-server"),
+    "webserver": ("Deployment/webserver", "webserver"),
+    "daemon": ("Deployment/daemon", "daemon"),
+    "api": ("Deployment/api", "api"),
+    "front": ("Deployment/front", "front"),
+}
+
+
+def writable_paths(pod_spec: dict, container_name: str) -> set[str]:
+    """The mount paths of `container_name` that it may write: emptyDirs and PVCs not mounted read-only."""
+    writable_volumes = {v["name"] for v in pod_spec.get("volumes", [])
+                        if "emptyDir" in v or "persistentVolumeClaim" in v}
+    [container] = [c for c in pod_spec["containers"] if c["name"] == container_name]
+    return {m["mountPath"] for m in container.get("volumeMounts", [])
+            if m["name"] in writable_volumes and not m.get("readOnly", False)}
+
+
+def covered(path: str, writable: set[str]) -> bool:
+    return any(path == w or path.startswith(w.rstrip("/") + "/") for w in writable)
+
+
+@pytest.mark.parametrize(("path", "writable", "expected"), [
+    ("/tmp", {"/tmp"}, True),
+    ("/opt/dagster/dagster_home/.nux", {"/opt/dagster/dagster_home"}, True),
+    ("/opt/dagster/dagster_home_other", {"/opt/dagster/dagster_home"}, False),
+    ("/run/front", {"/tmp"}, False),
+])
+def test_covered(path: str, writable: set[str], expected: bool) -> None:
+    assert covered(path, writable) is expected
+
+
+@pytest.mark.parametrize("service", sorted(READ_ONLY_WORKLOADS))
+def test_our_processes_run_read_only_in_both_forms_with_kubernetes_writing_where_compose_does(service: str) -> None:
+    compose = load_compose()["services"][service]
+    workload, container_name = READ_ONLY_WORKLOADS[service]
+    pod_spec = pod_specs(OBJECTS)[workload]
+    [container] = [c for c in pod_spec["containers"] if c["name"] == container_name]
+    assert compose.get("read_only") is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    tmpfs = [entry.split(":")[0] for entry in compose.get("tmpfs", [])]
+    assert tmpfs, f"{service}: a read-only service with no tmpfs writes nowhere but its volumes"
+    writable = writable_paths(pod_spec, container_name)
+    assert [path for path in tmpfs if not covered(path, writable)] == []
