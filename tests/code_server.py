@@ -7,9 +7,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from contextlib import contextmanager
 
 import dagster as dg
+import grpc
+from grpc_health.v1 import health, health_pb2_grpc
 
 from local_stack.stack import free_port
 from orchestration_core.code_server_probe import code_server_status
@@ -61,3 +64,19 @@ def module_workspace(instance: dg.DagsterInstance, module: str, location: str) -
             registry.shutdown_all_processes()
             for process in registry._all_processes:  # noqa: SLF001
                 process.wait(timeout=CODE_SERVER_EXIT_SECONDS)
+
+
+@contextmanager
+def health_service_only() -> Iterator[tuple[health.HealthServicer, int]]:
+    """A gRPC server with only the standard health service, on a free port: (servicer, port); a test sets the status
+    it answers."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    port = free_port()
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    try:
+        yield servicer, port
+    finally:
+        server.stop(grace=None)

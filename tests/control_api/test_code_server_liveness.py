@@ -5,31 +5,21 @@ while the control API watches, is in tests/control_api/test_alert_metrics.py."""
 from __future__ import annotations
 
 import time
-from concurrent import futures
 
-import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from local_stack.stack import free_port
 from platform_monitoring.liveness import CodeServer, CodeServerNotServing, check_code_server, code_server_states
+from tests.code_server import health_service_only
 
 pytestmark = [pytest.mark.integration]
 
 
 @pytest.fixture
 def health_service():
-    """A gRPC server with only the standard health service, on a free port: (servicer, port)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    port = free_port()
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    try:
-        yield servicer, port
-    finally:
-        server.stop(grace=None)
+    with health_service_only() as service:
+        yield service
 
 
 def test_a_serving_code_server_is_ok(health_service) -> None:

@@ -6,15 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from concurrent import futures
 
-import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from local_stack.stack import free_port
 from orchestration_core.code_server_probe import code_server_status, main
-from tests.code_server import running_code_server
+from tests.code_server import health_service_only, running_code_server
 from tests.conftest import REPO_ROOT
 
 pytestmark = [pytest.mark.integration]
@@ -22,17 +20,8 @@ pytestmark = [pytest.mark.integration]
 
 @pytest.fixture
 def health_service():
-    """A gRPC server with only the standard health service, on a free port: (servicer, port)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    port = free_port()
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    server.start()
-    try:
-        yield servicer, port
-    finally:
-        server.stop(grace=None)
+    with health_service_only() as service:
+        yield service
 
 
 @pytest.mark.parametrize(("status", "expected", "exit_code"), [
