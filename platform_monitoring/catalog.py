@@ -25,7 +25,8 @@ REFRESH_SECONDS = 60.0
 # While the answer is incomplete or the webserver down, it is asked again this often (not on every request).
 RETRY_SECONDS = 5.0
 # A query that takes longer than this is treated as the webserver being unavailable. The catalog is fetched at
-# start-up, then by the first request that finds it old; requests meanwhile wait for that one query (single flight).
+# start-up, then by the first request that finds it old; requests meanwhile get the catalog they had at once, and
+# wait for that one query (single flight) only when there is none yet.
 QUERY_TIMEOUT_SECONDS = 10.0
 
 WORKSPACE_QUERY = """
@@ -152,8 +153,8 @@ def merged(answer: Mapping[str, tuple[list[Definition], list[Job]]], problems: l
 
 
 class WebserverCatalog:
-    """The catalog of one webserver, kept REFRESH_SECONDS; thread-safe and single-flight (concurrent requests that
-    find it old share one query)."""
+    """The catalog of one webserver, kept REFRESH_SECONDS; thread-safe and single-flight (one query at a time). While
+    one request refreshes an old catalog, the others are served the old one instead of waiting for the webserver."""
 
     def __init__(self, client: DagsterWebserverClient, refresh_seconds: float = REFRESH_SECONDS,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -166,14 +167,24 @@ class WebserverCatalog:
         self._fetched_at = float("-inf")
 
     def __call__(self) -> Catalog:
-        with self._lock:
-            age = self._clock() - self._fetched_at
-            incomplete = self._catalog is None or self._catalog.problem is not None
-            if age >= (min(self._refresh, RETRY_SECONDS) if incomplete else self._refresh):
-                self._fetch()
-            if self._catalog is None:
-                raise CatalogUnavailable(self._last_error)
-            return self._catalog
+        if self._due():
+            # Nothing to serve yet: wait for the query in flight (or make it). Else only the request that takes the
+            # lock asks the webserver; the rest serve what they have.
+            if self._lock.acquire(blocking=self._catalog is None):
+                try:
+                    if self._due():  # another request may have refreshed it while this one waited
+                        self._fetch()
+                finally:
+                    self._lock.release()
+        catalog = self._catalog
+        if catalog is None:
+            raise CatalogUnavailable(self._last_error)
+        return catalog
+
+    def _due(self) -> bool:
+        age = self._clock() - self._fetched_at
+        incomplete = self._catalog is None or self._catalog.problem is not None
+        return age >= (min(self._refresh, RETRY_SECONDS) if incomplete else self._refresh)
 
     def _fetch(self) -> None:
         try:
@@ -186,10 +197,11 @@ class WebserverCatalog:
                                         f"last known catalog: {exc}")
             self._fetched_at = self._clock()
             return
-        self._catalog, self._locations = merged(answer, problems, self._locations)
+        catalog, self._locations = merged(answer, problems, self._locations)
+        if catalog.problem and not self._locations:  # no location ever answered: nothing to serve
+            self._last_error = catalog.problem
+            catalog = None
+        self._catalog = catalog  # one assignment: a request reading it meanwhile sees the old or the new one
         self._fetched_at = self._clock()
-        if self._catalog.problem and not self._locations:
-            self._last_error = self._catalog.problem
-            self._catalog = None
 
     _last_error = "the Dagster webserver has not been asked yet"

@@ -98,3 +98,97 @@ def test_the_api_lists_schedulers_from_the_webserver(api: RunningApi) -> None:
     names = {(row["location"], row["type"], row["name"]) for row in body}
     assert names == {(d.location, d.kind, d.name) for d in code_definitions()}
     assert httpx.get(f"{api.base_url}/schedulers", headers={"Authorization": f"Bearer {API_KEY}"}).status_code == 200
+
+
+WORKSPACE_ANSWER = {"data": {"workspaceOrError": {"__typename": "Workspace", "locationEntries": [{
+    "name": "racing_orchestration",
+    "locationOrLoadError": {"__typename": "RepositoryLocation", "repositories": [{
+        "name": "__repository__", "schedules": [], "sensors": [],
+        "jobs": [{"name": "morning_scrape", "tags": []}]}]}}]}}}
+
+
+class HeldWebserver:
+    """A GraphQL endpoint on a real socket answering WORKSPACE_ANSWER; after `hold()`, each request waits until
+    `release()` (a webserver slow to answer, up to the client's timeout)."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        held, arrived = threading.Event(), threading.Event()
+        held.set()
+        self.held, self.arrived = held, arrived
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                arrived.set()
+                held.wait(60)
+                body = json.dumps(WORKSPACE_ANSWER).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def hold(self) -> None:
+        self.arrived.clear()
+        self.held.clear()
+
+    def release(self) -> None:
+        self.held.set()
+
+    def close(self) -> None:
+        self.release()
+        self.server.shutdown()
+
+
+def test_an_old_catalog_is_served_at_once_while_one_request_refreshes_it() -> None:
+    """Only the request that takes the refresh waits for the webserver; the others get the catalog they had (a slow
+    webserver must not hold every /health and /metrics request up to the query's timeout)."""
+    webserver = HeldWebserver()
+    now = [0.0]
+    catalog = WebserverCatalog(DagsterWebserverClient(webserver.url, timeout_seconds=30), refresh_seconds=60,
+                               clock=lambda: now[0])
+    try:
+        first = catalog()
+        assert [job.name for job in first.jobs] == ["morning_scrape"]
+        now[0] = 61.0  # old: the next request refreshes it
+        webserver.hold()
+        refresher = threading.Thread(target=catalog)
+        refresher.start()
+        assert webserver.arrived.wait(10), "the refresh never reached the webserver"
+        served: list = []
+        other = threading.Thread(target=lambda: served.append(catalog()))
+        other.start()
+        other.join(timeout=3)
+        assert served == [first], "a request waited for another's refresh"
+    finally:
+        webserver.close()
+    refresher.join(timeout=10)
+    assert not refresher.is_alive()
+
+
+def test_before_any_answer_requests_wait_for_the_one_query() -> None:
+    """With nothing to serve yet, a request waits for the refresh in flight instead of failing or asking again."""
+    webserver = HeldWebserver()
+    catalog = WebserverCatalog(DagsterWebserverClient(webserver.url, timeout_seconds=30), refresh_seconds=60)
+    webserver.hold()
+    answers: list = []
+    try:
+        threads = [threading.Thread(target=lambda: answers.append(catalog())) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        assert webserver.arrived.wait(10)
+        webserver.release()
+        for thread in threads:
+            thread.join(timeout=10)
+    finally:
+        webserver.close()
+    assert len(answers) == 3 and all(answer == answers[0] for answer in answers)
