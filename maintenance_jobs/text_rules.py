@@ -1,25 +1,21 @@
 """What text a task may hold where it is shown: names and labels reach run tags, the UI and CLI tables.
 
-Control characters (C0, DEL, C1), line and paragraph separators, the bidirectional formatting characters (which
-reorder what a terminal or browser shows, e.g. to make `exe.txt` read as `txt.exe`) and invisible characters are
-refused. Invisible ones make two labels that look the same differ (`ops` and `o<U+200B>ps` filter differently) and can
-carry hidden text: the zero-width space, joiners, the word joiner and invisible operators (U+200B-U+200D,
-U+2060-U+2064), the byte order mark (U+FEFF) and the tag characters (U+E0000-U+E007F, which spell ASCII invisibly).
+Every character of orchestration_core/unshowable.py's class is refused: controls (C0, DEL, C1), line and paragraph
+separators, the bidirectional formatting characters, invisible characters (`ops` and `o<U+200B>ps` would look the
+same and filter differently) and lone surrogates (which Postgres cannot store). TAB text shows the same class escaped
+(racing_orchestration/tab/showable.py).
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 and C1 controls, DEL, U+2028/U+2029, the bidi embeddings, overrides, isolates and marks, and the invisible
-# characters above.
-_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
-                         "\u200b-\u200d\u2060-\u2064\ufeff\U000e0000-\U000e007f]")
+from orchestration_core.unshowable import UNSHOWABLE
 
 
 def unshowable_character(value: str) -> str | None:
     """The first control, bidi formatting or invisible character of `value` as `U+XXXX`, or None."""
-    found = _UNSHOWABLE.search(value)
+    found = UNSHOWABLE.search(value)
     return f"U+{ord(found.group()):04X}" if found else None
 
 
