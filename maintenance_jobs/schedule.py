@@ -13,7 +13,7 @@ croniter is used on naive wall-clock times only, because its tz-aware iteration 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
@@ -74,21 +74,23 @@ def wall_clock_slots(minutes: Sequence[dt.datetime], timezone: str) -> list[Slot
     return slots
 
 
+def walls_matching(expression: str, low: dt.datetime, high: dt.datetime) -> Iterator[dt.datetime]:
+    """The naive wall times in [low, high] that `expression` matches, in order, one croniter step each: the work
+    follows the matches, not the minutes of the span."""
+    try:
+        cron = croniter(expression, low - ONE_MINUTE, day_or=False)
+        while (moment := cron.get_next(dt.datetime)) <= high:
+            yield moment
+    except CroniterBadDateError:  # no later date exists (validation refuses such schedules): no more matches
+        return
+
+
 def matching_walls(expression: str, walls: Iterable[dt.datetime]) -> set[dt.datetime]:
     """The wall times among `walls` that `expression` matches, by iterating croniter over their span."""
     walls = set(walls)
     if not walls:
         return set()
-    low, high = min(walls), max(walls)
-    try:
-        cron = croniter(expression, low - ONE_MINUTE, day_or=False)
-        matched = set()
-        while (moment := cron.get_next(dt.datetime)) <= high:
-            if moment in walls:
-                matched.add(moment)
-    except CroniterBadDateError:  # a date that never exists (validation rejects those); never due
-        return set()
-    return matched
+    return {moment for moment in walls_matching(expression, min(walls), max(walls)) if moment in walls}
 
 
 def due_minutes(fields: CronFields, slots: Sequence[Slot]) -> list[dt.datetime]:

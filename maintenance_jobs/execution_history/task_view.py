@@ -21,14 +21,13 @@ from zoneinfo import ZoneInfo
 
 import dagster as dg
 import sqlalchemy as sa
-from croniter import CroniterBadDateError, croniter
 from pydantic import BaseModel, Field
 
 from maintenance_jobs.execution_history import store, tag_values
 from maintenance_jobs.execution_history.items import ExecutionItem, item_from_history, item_from_run
 from maintenance_jobs.execution_history.run_storage import RunSelection, existing_run_ids, live_rows
 from maintenance_jobs.models import Task
-from maintenance_jobs.schedule import ANY, ONE_MINUTE, cron_expression, due_minutes, wall_clock_slots
+from maintenance_jobs.schedule import ANY, ONE_MINUTE, cron_expression, due_minutes, wall_clock_slots, walls_matching
 
 MAX_RANGE = dt.timedelta(days=100)
 MAX_EXPECTED_RUNS = 10_000
@@ -97,17 +96,13 @@ _WALL_BATCH = 256
 
 
 def _matching_walls(expression: str, low: dt.datetime, high: dt.datetime) -> Iterator[list[dt.datetime]]:
-    """The naive wall times in [low, high] that `expression` matches, in batches, one croniter step each."""
-    try:
-        cron = croniter(expression, low - ONE_MINUTE, day_or=False)
-        batch: list[dt.datetime] = []
-        while (moment := cron.get_next(dt.datetime)) <= high:
-            batch.append(moment)
-            if len(batch) == _WALL_BATCH:
-                yield batch
-                batch = []
-    except CroniterBadDateError:  # no later date exists (validation refuses those schedules): no more matches
-        pass
+    """The naive wall times in [low, high] that `expression` matches (schedule.walls_matching), in batches."""
+    batch: list[dt.datetime] = []
+    for moment in walls_matching(expression, low, high):
+        batch.append(moment)
+        if len(batch) == _WALL_BATCH:
+            yield batch
+            batch = []
     if batch:
         yield batch
 
