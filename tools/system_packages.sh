@@ -3,7 +3,8 @@
 # - prometheus (promtool) validates the Prometheus config and alert rules in tests/deploy;
 # - prometheus-alertmanager (amtool and Alertmanager) checks the routing tree and posts test alerts in tests/deploy;
 # - nginx is the front of the Dagster webserver; tests/deploy/test_front.py runs it with the repository's config;
-# - kubernetes-client (kubectl) renders deploy/kubernetes with `kubectl kustomize` in tests/deploy/kubernetes;
+# - kubernetes-client (kubectl) renders deploy/kubernetes with `kubectl kustomize` in tests/deploy/kubernetes; it must
+#   be 1.27 or newer (Debian 12's is 1.20, whose kustomize cannot: those tests then fail saying so);
 # - chromium is the browser the live-stack test drives headless through Playwright (never a browser download);
 # - docker.io runs the compose deployment in tests/production (which starts dockerd when none runs), and debootstrap
 #   builds the base-image stand-ins there, where no image registry is reachable.

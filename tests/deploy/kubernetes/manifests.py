@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -18,12 +20,29 @@ EXTERNAL_POSTGRES_DIR = KUBERNETES_DIR / "overlays" / "external-postgres"
 NAMESPACE = "racing-orchestration"
 
 
+# kubectl's built-in kustomize reads a directory in `resources:`, `labels:` and per-generator options from 1.27 (kustomize
+# v5) on. Debian 12's kubernetes-client is 1.20 (kustomize v2.0.3): it stops at "'base' must be a file".
+OLDEST_KUBECTL_MINOR = 27
+
+
+def kubectl_minor(version_json: str) -> int:
+    """The client's minor version from `kubectl version --client -o json` ("32+" on vendor builds reads 32)."""
+    return int(re.match(r"\d+", json.loads(version_json)["clientVersion"]["minor"]).group())
+
+
+@cache
 def kubectl_binary() -> str:
-    """kubectl (kustomize is built in); without it the tests fail, never skip, and say how to install it."""
+    """kubectl (kustomize is built in), 1.27 or newer; without it the tests fail, never skip, and say what to install."""
     found = shutil.which("kubectl")
     if found is None:
-        pytest.fail("kubectl not found: install Debian's kubernetes-client package (apt-get install "
-                    "--no-install-recommends kubernetes-client; tools/system_packages.sh does it) or any kubectl >= 1.27")
+        pytest.fail("kubectl not found: install kubectl >= 1.27 (Debian's kubernetes-client package where it is that "
+                    "new; tools/system_packages.sh installs it when kubectl is missing)")
+    version = subprocess.run([found, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=60)
+    minor = kubectl_minor(version.stdout) if version.returncode == 0 else 0
+    if minor < OLDEST_KUBECTL_MINOR:
+        pytest.fail(f"{found} is kubectl 1.{minor}: its kustomize cannot render deploy/kubernetes (a directory in "
+                    f"resources, labels); install kubectl >= 1.{OLDEST_KUBECTL_MINOR} (Debian 12's kubernetes-client "
+                    "is 1.20)")
     return found
 
 

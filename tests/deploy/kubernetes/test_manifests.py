@@ -3,6 +3,8 @@ an unknown field is an error) of the oldest and newest versions supported, and t
 
 from __future__ import annotations
 
+import json
+
 import kubernetes_validate
 import pytest
 
@@ -133,3 +135,26 @@ def test_code_servers_name_their_own_image_for_their_runs() -> None:
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["DAGSTER_CURRENT_IMAGE"] == container["image"]
         assert ":" in container["image"]
+
+
+@pytest.mark.parametrize(("minor", "read"), [("32+", 32), ("27", 27), ("20", 20)])
+def test_the_kubectl_minor_version_is_read_from_its_json(minor: str, read: int) -> None:
+    from tests.deploy.kubernetes.manifests import kubectl_minor
+
+    assert kubectl_minor(json.dumps({"clientVersion": {"major": "1", "minor": minor}})) == read
+
+
+def test_a_kubectl_too_old_for_the_manifests_fails_saying_so(tmp_path, monkeypatch) -> None:
+    """Debian 12's kubectl 1.20 stops at "'base' must be a file"; the suite says what to install instead."""
+    from tests.deploy.kubernetes import manifests
+
+    fake = tmp_path / "kubectl"
+    fake.write_text("#!/bin/sh\necho '{\"clientVersion\": {\"major\": \"1\", \"minor\": \"20\"}}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    manifests.kubectl_binary.cache_clear()
+    try:
+        with pytest.raises(pytest.fail.Exception, match="is kubectl 1.20: its kustomize cannot render"):
+            manifests.kubectl_binary()
+    finally:
+        manifests.kubectl_binary.cache_clear()
