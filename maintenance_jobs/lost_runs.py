@@ -59,6 +59,7 @@ from maintenance_jobs.tags import (
 )
 from orchestration_core.audit.alert_webhook import AlertDeliveryError, AlertWebhook
 from orchestration_core.audit.alerts import slack_message
+from orchestration_core.dagster_tags import AUTO_RETRY_RUN_ID_TAG, PARENT_RUN_ID_TAG, ROOT_RUN_ID_TAG, WILL_RETRY_TAG
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
 from orchestration_core.run_retries import retry_consumer_cursor, retry_run_as_the_daemon_would
 
@@ -71,9 +72,7 @@ LOOKBACK = dt.timedelta(hours=24)
 PAGE_SIZE = 100
 MAX_DECISIONS_PER_TICK = 100  # bounds one tick's event reads after a long outage; the rest go next tick
 
-# Dagster's run tags read here (system tags; dagster._core.storage.tags names them)
-WILL_RETRY = "dagster/will_retry"
-AUTO_RETRY_RUN_ID = "dagster/auto_retry_run_id"
+# Dagster's failure-reason tag, read here only (its other tags: orchestration_core/dagster_tags.py)
 FAILURE_REASON = "dagster/failure_reason"
 
 
@@ -132,7 +131,7 @@ def relaunch_number(tags: dict[str, str], unreadable: int) -> int:
 def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, newer_run: str | None = None,
            max_relaunches: int = MAX_RELAUNCHES, dagster_retry_wait: dt.timedelta = DAGSTER_RETRY_WAIT) -> Decision:
     """Relaunch, report, or leave to Dagster / the task: see the module docstring."""
-    retry_pending = run.tags.get(WILL_RETRY) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID)
+    retry_pending = run.tags.get(WILL_RETRY_TAG) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID_TAG)
     waited = run.ended_at is not None and now - run.ended_at >= dagster_retry_wait
     if retry_pending and not (run.retry_dropped or waited):
         return Decision(Verdict.WAIT, "Dagster will retry it")
@@ -142,7 +141,7 @@ def decide(run: DeadRun, task: TaskState, now: dt.datetime, *, newer_run: str | 
         return Decision(Verdict.RETRIED, f"Dagster said it would retry it and did not ({why})")
     if run.op_reported_failure or run.hit_max_runtime:
         return Decision(Verdict.TASK_FAILURE, "a failure the task reported (or its max runtime): left to the task")
-    if retry := run.tags.get(AUTO_RETRY_RUN_ID):
+    if retry := run.tags.get(AUTO_RETRY_RUN_ID_TAG):
         return Decision(Verdict.DAGSTER_RETRIED, f"Dagster retried it as run {retry}")
     # Not retried by Dagster; or it said it would, but no retry came (its daemon down or failing): the guard acts.
     if newer_run:
@@ -196,7 +195,7 @@ def _dead_run(instance: dg.DagsterInstance, record: dg.RunRecord, retry_cursor: 
     started = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START, limit=1).records
     ended = dt.datetime.fromtimestamp(record.end_time, dt.UTC) if record.end_time else None
     dropped = False
-    if retry_cursor is not None and run.tags.get(WILL_RETRY) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID):
+    if retry_cursor is not None and run.tags.get(WILL_RETRY_TAG) == "true" and not run.tags.get(AUTO_RETRY_RUN_ID_TAG):
         # Only a promised retry not made yet can have been dropped: the event read is skipped for every other run.
         failed_at = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
         dropped = bool(failed_at) and retry_cursor >= failed_at[-1].storage_id
@@ -284,7 +283,7 @@ def _recent_failures(instance: dg.DagsterInstance, now: dt.datetime) -> list[dg.
 # A later run in one of these states does (or did) the task's work; a failed or canceled one is judged on its own.
 _COVERING_STATUSES = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
                       dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
-_CHAIN_TAGS = (TAG_RELAUNCH_OF, "dagster/parent_run_id", "dagster/root_run_id")
+_CHAIN_TAGS = (TAG_RELAUNCH_OF, PARENT_RUN_ID_TAG, ROOT_RUN_ID_TAG)
 
 
 def _newer_run(instance: dg.DagsterInstance, dead: dg.RunRecord) -> str | None:

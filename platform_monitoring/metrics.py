@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from orchestration_core.dagster_tags import RETRY_NUMBER_TAG
 from platform_monitoring import alert_metrics, overdue, schedulers
 from platform_monitoring.catalog import Catalog, CatalogUnavailable
 from platform_monitoring.job_policies import JobPolicy, load_policies
@@ -49,7 +50,6 @@ from orchestration_core.run_outcome import (
 log = logging.getLogger(__name__)
 WINDOWS = {"1h": dt.timedelta(hours=1), "24h": dt.timedelta(hours=24)}
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
-TAG_RETRY_NUMBER = "dagster/retry_number"
 ACTIVE_STATUSES = ("STARTING", "STARTED", "CANCELING")
 QUEUE_KINDS = ("racing", "maintenance")
 
@@ -70,7 +70,7 @@ def _tag_join(key: str) -> sa.Alias:
 
 def recent_runs(conn: sa.Connection, since: dt.datetime, ended_since: float) -> list[RunRow]:
     """Runs created after `since` or ended after `ended_since`, with the tags the metrics read."""
-    keys = (TAG_OUTCOME, TAG_ITEMS_PROCESSED, TAG_ITEMS_FAILED, TAG_RETRY_NUMBER, TAG_MAINTENANCE_TASK)
+    keys = (TAG_OUTCOME, TAG_ITEMS_PROCESSED, TAG_ITEMS_FAILED, RETRY_NUMBER_TAG, TAG_MAINTENANCE_TASK)
     aliases = {key: _tag_join(key) for key in keys}
     runs = runs_table
     source = runs
@@ -110,7 +110,7 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
         outcomes = Counter((r.job, outcome_of(dg.DagsterRunStatus(r.status), r.tags)) for r in in_window)
         for (job, outcome), count in sorted(outcomes.items()):
             runs.add_metric([job, outcome, window], count)
-        numbers = Counter((r.job, tag_values.retry_number(r.tags.get(TAG_RETRY_NUMBER))) for r in in_window)
+        numbers = Counter((r.job, tag_values.retry_number(r.tags.get(RETRY_NUMBER_TAG))) for r in in_window)
         for (job, number), count in sorted(numbers.items()):
             if number > 0:
                 retries.add_metric([job, str(number), window], count)
@@ -122,7 +122,7 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
             processed.add_metric([job, window], done)
             failed.add_metric([job, window], bad)
     # Compared with each job's and each maintenance task's own limit by RetriesAboveMaximum.
-    retry_numbers = [(r, tag_values.retry_number(r.tags.get(TAG_RETRY_NUMBER))) for r in rows]
+    retry_numbers = [(r, tag_values.retry_number(r.tags.get(RETRY_NUMBER_TAG))) for r in rows]
     highest = alert_metrics.highest_family(
         "orchestration_run_retry_highest", "Highest run retry number among runs created in the window",
         ["job", "task", "window"],

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from maintenance_jobs.execution_history import tag_values
-from maintenance_jobs.execution_history.run_storage import TAG_PARENT_RUN_ID, RunRow
-from maintenance_jobs.execution_history.summary import TAG_RETRY_NUMBER, execution_id, from_timestamp, utc
+from maintenance_jobs.execution_history.run_storage import RunRow
+from maintenance_jobs.execution_history.summary import execution_id, from_timestamp, utc
 from maintenance_jobs.tags import (
     TAG_EXECUTOR,
     TAG_OUTPUT,
@@ -23,6 +23,7 @@ from maintenance_jobs.tags import (
     TAG_TASK,
     TAG_TRIGGERED_BY,
 )
+from orchestration_core.dagster_tags import PARENT_RUN_ID_TAG, RETRY_NUMBER_TAG
 from orchestration_core.run_outcome import TAG_ERROR
 
 S = dg.DagsterRunStatus
@@ -91,7 +92,7 @@ def item_from_run(row: RunRow, ui_url: str) -> ExecutionItem:
     reads them (tag_values), so one run's tags cannot break a page."""
     tags = row.tags
     duration = row.end_time - row.start_time if row.start_time and row.end_time else None
-    parent = tag_values.run_id(tags.get(TAG_PARENT_RUN_ID))
+    parent = tag_values.run_id(tags.get(PARENT_RUN_ID_TAG))
     return ExecutionItem(
         id=execution_id(row.run_id),
         run_id=row.run_id,
@@ -108,7 +109,7 @@ def item_from_run(row: RunRow, ui_url: str) -> ExecutionItem:
         duration_seconds=round(duration, 3) if duration is not None else None,
         output=tag_values.text(tags.get(TAG_OUTPUT)),
         error=tag_values.text(tags.get(TAG_ERROR)),
-        retry_count=tag_values.retry_number(tags.get(TAG_RETRY_NUMBER)),
+        retry_count=tag_values.retry_number(tags.get(RETRY_NUMBER_TAG)),
         metadata={},
         scheduled_for=tag_values.scheduled_minute(tags.get(TAG_SCHEDULED_MINUTE)),
         parent_run_id=parent,

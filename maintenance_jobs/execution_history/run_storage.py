@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import dagster as dg
 import sqlalchemy as sa
 
-from maintenance_jobs.execution_history.summary import TAG_RETRY_NUMBER, utc
+from maintenance_jobs.execution_history.summary import utc
 from maintenance_jobs.tags import (
     TAG_EXECUTOR,
     TAG_OUTPUT,
@@ -32,15 +32,15 @@ from maintenance_jobs.tags import (
 )
 from orchestration_core.audit.execution_history import TAG_HISTORY_RECORDED
 from orchestration_core.dagster_schema import run_tags, runs as runs_table
+from orchestration_core.dagster_tags import PARENT_RUN_ID_TAG, RETRY_NUMBER_TAG
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
 
 S = dg.DagsterRunStatus
 ENDED = (S.SUCCESS, S.FAILURE, S.CANCELED)
 IN_PROGRESS = tuple(status for status in S if status not in ENDED)
-TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 # The tags an item shows (and the status and retry checks read).
 ITEM_TAGS = (TAG_TASK, TAG_SERVICE, TAG_EXECUTOR, TAG_PRIORITY, TAG_STATUS, TAG_TRIGGERED_BY, TAG_OUTPUT, TAG_ERROR,
-             TAG_RETRY_NUMBER, TAG_SCHEDULED_MINUTE, TAG_PARENT_RUN_ID)
+             RETRY_NUMBER_TAG, TAG_SCHEDULED_MINUTE, PARENT_RUN_ID_TAG)
 R = runs_table.c
 
 

@@ -22,12 +22,11 @@ from maintenance_jobs.tags import (
     TAG_TASK,
     TAG_TRIGGERED_BY,
 )
+from orchestration_core.dagster_tags import PARENT_RUN_ID_TAG, RETRY_NUMBER_TAG
 from orchestration_core.run_outcome import TAG_ERROR
 
 # run monitoring's message when it cancels a run for exceeding dagster/max_runtime (the registry's `timeout`)
 MAX_RUNTIME_MARKER = "exceeding maximum runtime"
-TAG_RETRY_NUMBER = "dagster/retry_number"
-TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 # The op's metadata is kept whole up to this size as JSON; a bigger one keeps its keys and a note (a run's metadata
 # is a few hundred bytes: counts, paths, commits).
 MAX_METADATA_BYTES = 32_768
@@ -106,7 +105,7 @@ def from_timestamp(timestamp: float | None) -> dt.datetime | None:
 def triggered_by(run: dg.DagsterRun) -> str | None:
     # Dagster's run retries copy the parent's tags (triggered_by=scheduler); the op re-tags its run as a retry, but a
     # retry that died before its op started still carries the copy.
-    if run.parent_run_id or tag_values.run_id(run.tags.get(TAG_PARENT_RUN_ID)):
+    if run.parent_run_id or tag_values.run_id(run.tags.get(PARENT_RUN_ID_TAG)):
         return "retry"
     return tag_values.triggered_by(run.tags.get(TAG_TRIGGERED_BY))
 
@@ -169,10 +168,10 @@ def summarize(instance: dg.DagsterInstance, record: dg.RunRecord) -> ExecutionSu
         duration_seconds=duration,
         output=tag_values.text(tags.get(TAG_OUTPUT)),
         error=error[:MAX_ERROR_CHARS] if error else None,
-        retry_count=tag_values.retry_number(tags.get(TAG_RETRY_NUMBER)),
+        retry_count=tag_values.retry_number(tags.get(RETRY_NUMBER_TAG)),
         metadata=plain_metadata(metadata),
         scheduled_for=tag_values.scheduled_minute(tags.get(TAG_SCHEDULED_MINUTE)),
-        parent_run_id=run.parent_run_id or tag_values.run_id(tags.get(TAG_PARENT_RUN_ID)),
+        parent_run_id=run.parent_run_id or tag_values.run_id(tags.get(PARENT_RUN_ID_TAG)),
         job_name=run.job_name,
         dagster_status=run.status.value,
     )

@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 
 from orchestration_core.audit.alert_webhook import ALERT_WEBHOOK_ENV, AlertWebhook
+from orchestration_core.dagster_tags import RETRY_NUMBER_TAG, ROOT_RUN_ID_TAG, WILL_RETRY_TAG
 from orchestration_core.run_outcome import (
     ALERT_ON_CHANGE,
     TAG_ALERTS,
@@ -53,9 +54,9 @@ def run_failure_message(run: dg.DagsterRun, error: str | None) -> dict:
     lines = [f"job `{run.job_name}`, run `{run.run_id}`"]
     if error := tags.get(TAG_ERROR) or error:
         lines.append(f"error: {error[:500]}")
-    if retry := tags.get("dagster/retry_number"):
-        lines.append(f"retry number {retry} of root run `{tags.get('dagster/root_run_id', '?')}`")
-    if tags.get("dagster/will_retry") == "true":
+    if retry := tags.get(RETRY_NUMBER_TAG):
+        lines.append(f"retry number {retry} of root run `{tags.get(ROOT_RUN_ID_TAG, '?')}`")
+    if tags.get(WILL_RETRY_TAG) == "true":
         lines.append("Dagster will retry this run automatically.")
     return slack_message(f"Run failed: {run.job_name}", lines)
 

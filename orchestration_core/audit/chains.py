@@ -24,10 +24,9 @@ import dagster as dg
 
 from orchestration_core.audit.cleanup import parent_run_id_of
 from orchestration_core.audit.queries import _as_utc, _window_start, iter_run_records
-from orchestration_core.dagster_tags import RUN_KEY_TAG
+from orchestration_core.dagster_tags import ROOT_RUN_ID_TAG, RUN_KEY_TAG
 from orchestration_core.run_outcome import outcome_of
 
-TAG_ROOT_RUN_ID = "dagster/root_run_id"
 RE_EXECUTION = "re-execution"
 RE_REQUEST = "re-request"
 NEXT_ATTEMPT = "next attempt"
@@ -136,7 +135,7 @@ def _node(record: dg.RunRecord, run: dg.DagsterRun, previous_run_tags: Sequence[
         run_id=run.run_id, job_name=run.job_name, outcome=outcome_of(run.status, tags),
         created_at=_as_utc(record.create_timestamp),
         run_key=tags.get(RUN_KEY_TAG), parent_run_id=parent_run_id_of(run),
-        root_run_id=run.root_run_id or tags.get(TAG_ROOT_RUN_ID),
+        root_run_id=run.root_run_id or tags.get(ROOT_RUN_ID_TAG),
         previous_run_id=next((tags[t] for t in previous_run_tags if tags.get(t)), None),
     )
 

@@ -20,9 +20,9 @@ import dagster as dg
 
 from orchestration_core.audit.bulk_delete import RunDeleter, run_deleter_for
 from orchestration_core.audit.execution_history import TAG_HISTORY_RECORDED
+from orchestration_core.dagster_tags import PARENT_RUN_ID_TAG
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND, TAG_MAINTENANCE_TASK, Outcome, outcome_of
 
-TAG_PARENT_RUN_ID = "dagster/parent_run_id"
 DEFAULT_OLDER_THAN_DAYS = 14
 DEFAULT_BATCH_SIZE = 500
 # Tags whose every value keeps its latest SUCCESS run (besides every job name): one maintenance job runs many tasks.
@@ -80,7 +80,7 @@ def cleanup_cutoff(older_than_days: int, now: datetime | None = None) -> datetim
 
 def parent_run_id_of(run: dg.DagsterRun) -> str | None:
     """The run this one re-executes: the field (set by every re-execution path) or the tag (daemon and UI)."""
-    return run.parent_run_id or run.tags.get(TAG_PARENT_RUN_ID)
+    return run.parent_run_id or run.tags.get(PARENT_RUN_ID_TAG)
 
 
 def keep_reason(run_status: dg.DagsterRunStatus, tags: Mapping[str, str], parent_kept: bool) -> KeepReason | None:

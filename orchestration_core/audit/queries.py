@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import dagster as dg
 
 from orchestration_core.audit.cleanup import parent_run_id_of
+from orchestration_core.dagster_tags import RETRY_NUMBER_TAG
 from orchestration_core.run_outcome import (
     TAG_ERROR,
     TAG_ITEMS_FAILED,
@@ -22,7 +23,6 @@ from orchestration_core.run_outcome import (
 )
 from orchestration_core.tag_numbers import MAX_ITEM_COUNT, MAX_RETRY_NUMBER, clamped_int
 
-TAG_RETRY_NUMBER = "dagster/retry_number"
 _PAGE_SIZE = 500
 _MAX_CHAIN_DEPTH = 50
 _WINDOW = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$")
@@ -88,7 +88,7 @@ def summarize(record: dg.RunRecord, retry_number: int | None = None) -> RunSumma
         job_name=run.job_name,
         status=run.status.value,
         outcome=outcome_of(run.status, tags),
-        retry_number=retry_number if retry_number is not None else (_int_tag(tags, TAG_RETRY_NUMBER, MAX_RETRY_NUMBER) or 0),
+        retry_number=retry_number if retry_number is not None else (_int_tag(tags, RETRY_NUMBER_TAG, MAX_RETRY_NUMBER) or 0),
         parent_run_id=parent_run_id_of(run),
         items_processed=_int_tag(tags, TAG_ITEMS_PROCESSED, MAX_ITEM_COUNT),
         items_failed=_int_tag(tags, TAG_ITEMS_FAILED, MAX_ITEM_COUNT),
@@ -111,7 +111,7 @@ class _RetryNumbers:
         self._memo: dict[str, int] = {}
 
     def of(self, run: dg.DagsterRun) -> int:
-        tagged = _int_tag(dict(run.tags), TAG_RETRY_NUMBER, MAX_RETRY_NUMBER)
+        tagged = _int_tag(dict(run.tags), RETRY_NUMBER_TAG, MAX_RETRY_NUMBER)
         if tagged is not None:
             return tagged
         depth, current = 0, run
