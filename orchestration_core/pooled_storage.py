@@ -94,8 +94,7 @@ class PooledPostgresStorage(DagsterPostgresStorage):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.keeps_connections = keeps_connections()
-        if self.keeps_connections:
+        if keeps_connections():
             for storage in (self.run_storage, self.event_log_storage, self.schedule_storage):
                 storage.optimize_for_webserver(statement_timeout=NO_STATEMENT_TIMEOUT,
                                                pool_recycle=POOL_RECYCLE_SECONDS, max_overflow=POOL_MAX_OVERFLOW)
