@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
-from sqlalchemy.pool import NullPool
+
+from orchestration_core.postgres import create_engine
 
 # What Dagster's code server processes run as: the proxy `dagster dev` supervises and the server it starts.
 CODE_SERVER_COMMANDS = ("dagster code-server start", "dagster api grpc")
@@ -84,8 +85,7 @@ class CodeServerWatch(threading.Thread):
         self.restarts = 0
 
     def run(self) -> None:
-        # One engine for the watch's life; NullPool: each check is a new connection, so a restarted Postgres is seen.
-        engine = sa.create_engine(self.database_url, poolclass=NullPool, connect_args={"connect_timeout": 2})
+        engine = create_engine(self.database_url, "watch")  # one for the watch's life, a connection per check
         was_up = None
         while not self.stopped.wait(self.poll_seconds):
             is_up = postgres_answers(engine)

@@ -42,6 +42,9 @@ POOLS = {
     "api_metrics": Pool(size=1, max_overflow=2, connect_timeout_seconds=3),
     # Migrations and one-off commands: nothing kept open afterwards.
     "oneshot": Pool(size=None),
+    # The local stack's watch on Dagster's Postgres (local_stack/code_server_watch.py): a new connection per 2 s
+    # check, so a restarted Postgres is seen, and a check that gives up within its interval.
+    "watch": Pool(size=None, connect_timeout_seconds=2),
 }
 
 
