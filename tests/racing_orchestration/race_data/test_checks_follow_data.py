@@ -7,9 +7,11 @@ import threading
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 
 from racing_orchestration.checkpoints import fetch
 from racing_orchestration.checkpoints.jobs import build_checkpoint_jobs, checkpoint_run_config
+from racing_orchestration.checkpoints.racing_day import racing_day
 from racing_orchestration.ingestion.jobs import morning_scrape
 from racing_orchestration.race_data.card_checks import record_card_checks
 from racing_orchestration.race_data.recorded_checks import verify_day
@@ -154,3 +156,48 @@ def test_runs_recording_the_same_day_take_turns_so_the_last_record_read_the_late
     fresh.join(30)
     runners = [(name, e.passed) for name, e in recorded if e.check_name == "races_have_runners"]
     assert runners == [("stale", False), ("fresh", True)]
+
+
+def test_a_t60_run_that_fails_records_the_days_check_too(pg_instance, race_db, monkeypatch) -> None:
+    clock = Clock(dt.datetime(2026, 11, 28, 12, tzinfo=dt.UTC))
+    monkeypatch.setattr(fetch, "CLOCK", RunClock(clock))
+    with SimFeedServer(SimFeedConfig(seed=7), now=clock).start() as server:
+        client = _scrape(pg_instance, server, race_db)
+        [first] = _first_races(server, 1)
+        clock.now = first.scheduled_start + dt.timedelta(minutes=3)  # the run comes after the jump: no odds stored
+        with race_db.begin() as conn:
+            claim_checkpoint(conn, first.race_id, "t60", first.scheduled_start - dt.timedelta(minutes=60))
+        config = checkpoint_run_config(first.race_id, "t60",
+                                       (first.scheduled_start - dt.timedelta(minutes=60)).isoformat())
+        run = JOBS["t60"].execute_in_process(run_config=config, instance=pg_instance,
+                                             resources={"tab_client": client, "race_db": race_db},
+                                             tags={"racing/race_id": first.race_id}, raise_on_error=False)
+    assert not run.success
+    # It ended its ledger row `skipped` and kept the event it fetched (with the runners): the day is judged again.
+    latest = latest_recorded(pg_instance, RUNNERS, DAY.isoformat())
+    assert (latest.run_id, latest.status.value) == (run.run_id, "SUCCEEDED")
+    assert verify_day(pg_instance, race_db.engine(), DAY, clock.now, TZ).mismatches == ()
+
+
+def test_racing_day_checks_are_compared_under_the_day_they_judged(pg_instance, race_db, tab_client) -> None:
+    config = {"ops": {"plan_scrape_combinations": {"config": {"dates": [DAY.isoformat()], "countries": ["NZ"],
+                                                              "categories": ["T"]}},
+                      "scrape_combination": {"config": {"max_retries": 0}}}}
+    assert morning_scrape.execute_in_process(run_config=config, instance=pg_instance,
+                                             resources={"tab_client": tab_client, "race_db": race_db}).success
+    assert dg.materialize([racing_day], partition_key=DAY.isoformat(), instance=pg_instance,
+                          resources={"race_db": race_db}).success
+    now = dt.datetime.now(dt.UTC)  # the racing_day asset judges at the sensors' clock, the real one here
+    verified = verify_day(pg_instance, race_db.engine(), DAY, now, TZ)
+    assert (verified.checked, verified.unrecorded, verified.mismatches) == (5, (), ())
+    # Every race's T-60 and T-15 explained in the ledger afterwards (skipped with a reason), with no run recording
+    # racing_day again: its recorded pre-race failure no longer holds.
+    with race_db.begin() as conn:
+        ids = conn.execute(sa.text("SELECT race_id FROM races")).scalars().all()
+        for race_id in ids:
+            for checkpoint in ("t60", "t15"):
+                claim_checkpoint(conn, race_id, checkpoint, now, state="skipped", note="daemon down")
+    verified = verify_day(pg_instance, race_db.engine(), DAY, now, TZ)
+    assert [m.to_json() for m in verified.mismatches] == [
+        {"check": "racing_day:pre_race_snapshots_complete", "partition": DAY.isoformat(), "recorded": "failed",
+         "now": "passed"}]
