@@ -7,6 +7,10 @@ Runs use the in-process executor: a single step needs no step subprocess, which 
 Launch ahead, fetch on time: a sensor-requested run starts up to RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS before its
 target and waits for it (re-reading the race's start time) before calling TAB; one that starts after it fetches at
 once and, beyond the sensors' grace, is tagged `racing/late=true`. Manual runs (`racing check`) fetch at once.
+
+Besides its own asset's materialization, a run that stored the race's event (runners, status, start time) or ended
+its ledger row records the day's `race_cards` checks again (race_data/card_checks.py), so they judge the data as it
+is now, not as the morning scrape left it.
 """
 
 import datetime as dt
@@ -368,17 +372,19 @@ def _record_stored(context: dg.OpExecutionContext, race_db: RaceDatabase, asset_
     description = f"{what}: race {race.race_number} at {race.meeting_name}" if race is not None else what
     event = race_materialization(asset_key, race, description, metadata) if race is not None else None
     log_materialization(context, event, f"{asset_key.to_user_string()} of race {race_id}")
-    _record_card_checks(context, race_db, race_id)
+    _record_card_checks(context, race_db, race_id, race)
 
 
-def _record_card_checks(context: dg.OpExecutionContext, race_db: RaceDatabase, race_id: str) -> None:
+def _record_card_checks(context: dg.OpExecutionContext, race_db: RaceDatabase, race_id: str,
+                        race: sa.Row | None = None) -> None:
     """The race's event (runners, status, start time) or its ledger row changed what the day's card checks judge:
     evaluate them again and record them under the day's partition, so a check does not stay red for runners now in
     the database. Like the materialization, a database that cannot be read costs the evaluation, said in the run's
     log, never the run."""
     try:
-        with race_db.connect() as conn:
-            race = race_row(conn, race_id)
+        if race is None:
+            with race_db.connect() as conn:
+                race = race_row(conn, race_id)
         if race is None or racing_day_key(race.meeting_date) is None:
             return
         checks = record_card_checks(context, race_db, race.meeting_date, now_utc(), racing_timezone())

@@ -2,7 +2,7 @@
 
 Each asset check's latest evaluation recorded for the day, compared with a fresh evaluation of its rule over the race
 database now (racing_orchestration/race_data/recorded_checks.py). Exit 0 when every recorded check matches, 1 on a
-mismatch, 2 on bad input. `--json` prints {"day", "checked", "mismatches": [{"check", "partition", "recorded",
+mismatch, 2 on bad input or a race database whose schema is behind the code. `--json` prints {"day", "checked", "mismatches": [{"check", "partition", "recorded",
 "now"}]}, a shape scripts rely on.
 """
 
@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="For one racing day (default today in RACING_TIMEZONE), compares each asset check's latest "
         "evaluation recorded in the instance in $DAGSTER_HOME (race_cards' card checks, racing_day's completeness "
         "checks) with its rule evaluated now over the race database (RACING_DATABASE_URL). Checks with nothing "
-        "recorded for the day are listed, not compared. Exit 0 when all match, 1 on a mismatch.",
+        "recorded for the day are listed, not compared. Exit 0 when all match, 1 on a mismatch, 2 on a bad "
+        "--day or a race database behind the code.",
     )
     parser.add_argument("--day", default=None, help="the racing day, YYYY-MM-DD (default: today)")
     parser.add_argument("--json", action="store_true", help='print {"day", "checked", "mismatches"} as JSON')
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     from orchestration_core.settings import platform_settings, racing_timezone, secret
     from racing_orchestration.race_data.recorded_checks import verify_day
+    from racing_orchestration.race_db.migrations import SchemaBehindError
     from racing_orchestration.race_db.resource import RaceDatabase
 
     now, tz = dt.datetime.now(dt.UTC), racing_timezone()
@@ -67,8 +69,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     race_db = RaceDatabase(url=secret(platform_settings().racing_database_url) or "")
     try:
-        with dg.DagsterInstance.get() as instance:  # the schema check first: a database behind names `racing db upgrade`
-            verification = verify_day(instance, race_db.engine(), day, now, tz)
+        try:
+            engine = race_db.engine()
+        except SchemaBehindError as exc:  # says which revision and to run `racing db upgrade`
+            print(f"racing verify-checks: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        with dg.DagsterInstance.get() as instance:
+            verification = verify_day(instance, engine, day, now, tz)
     finally:
         race_db.dispose()
     if args.json:

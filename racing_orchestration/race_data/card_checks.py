@@ -17,11 +17,14 @@
 The checks are recorded by every run that changes what they judge, one evaluation per racing day: the step that
 stored the card (the morning scrape's and card refresh's summary step, the race_cards asset's record step, so a
 backfill over a range records each day's result under its own partition), and each checkpoint run once it stored the
-race's event or ended its ledger row (`record_card_checks`), so a check never stays red for runners in the database.
-Each reads the day and records it under the day's advisory lock (`lock_card_day`): of runs finishing together, the
-last evaluation recorded is the one that read the latest data. While a morning scrape's combinations wait for their retries, each one that stores
-meetings also evaluates its day at once (`checks_while_scraping`): what is stored is judged as it is stored, and a
-failing `card_not_empty` waits for the summary step, which judges the day once its scrape is done.
+race's event or ended its ledger row (`record_card_checks`), so a check does not stay red for runners that are in the
+database. Each reads the day and records it under the day's advisory lock (`lock_card_day`): of runs finishing
+together, the last evaluation recorded is the one that read the latest data. Time alone moves a race from awaiting
+to due (its jump without a T-60 run) and no run records that; `racing verify-checks` shows it.
+
+While a morning scrape's combinations wait for their retries, each one that stores meetings also evaluates its day
+at once (`checks_while_scraping`): what is stored is judged as it is stored, and a failing `card_not_empty` waits for
+the summary step, which judges the day once its scrape is done.
 """
 
 from __future__ import annotations

@@ -90,3 +90,13 @@ def test_verify_checks_reports_none_then_the_mismatch_of_data_stored_without_rec
     assert out.startswith("2026-11-29: 3 recorded checks compared with the stored data\n")
     assert "nothing recorded for the day: racing_day:pre_race_snapshots_complete, racing_day:results_complete" in out
     assert "race_cards:races_have_runners  2026-11-29   failed      passed" in out
+
+
+@pytest.mark.integration
+def test_a_race_database_behind_the_code_exits_2_naming_the_upgrade(fresh_database_url, postgres_dagster_home,
+                                                                   monkeypatch, capsys) -> None:
+    monkeypatch.setenv("RACING_DATABASE_URL", fresh_database_url)  # never migrated
+    assert main(["verify-checks", "--json"]) == EXIT_BAD_INPUT
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("racing verify-checks: ")
+    assert "racing db upgrade" in captured.err
