@@ -32,6 +32,7 @@ from racing_orchestration.race_data.card_checks import (
 from racing_orchestration.race_data.catalog import RACE_CARDS, log_materialization, racing_day_key
 from racing_orchestration.race_db.resource import RaceDatabase
 
+
 def card_materialization(outcome: DayOutcome, partition: str,
                          results: Sequence[CombinationResult]) -> dg.AssetMaterialization:
     """The day's stored card as a materialization: what this run stored, and each combination's result."""
