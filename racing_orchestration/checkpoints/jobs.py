@@ -7,6 +7,10 @@ Runs use the in-process executor: a single step needs no step subprocess, which 
 Launch ahead, fetch on time: a sensor-requested run starts up to RACING_CHECKPOINT_LAUNCH_AHEAD_SECONDS before its
 target and waits for it (re-reading the race's start time) before calling TAB; one that starts after it fetches at
 once and, beyond the sensors' grace, is tagged `racing/late=true`. Manual runs (`racing check`) fetch at once.
+
+Besides its own asset's materialization, a run that stored the race's event (runners, status, start time) or ended
+its ledger row records the day's `race_cards` checks again (race_data/card_checks.py), so they judge the data as it
+is now, not as the morning scrape left it.
 """
 
 import datetime as dt
@@ -42,11 +46,13 @@ from racing_orchestration.checkpoints.windows import (
     fetch_target,
     no_longer_pre_race,
 )
+from racing_orchestration.race_data.card_checks import record_card_checks
 from racing_orchestration.race_data.catalog import (
     ODDS_BY_CHECKPOINT,
     RACE_RESULTS,
     log_materialization,
     race_materialization,
+    racing_day_key,
 )
 from racing_orchestration.race_db.checkpoints import await_next_attempt, reschedule_checkpoint
 from racing_orchestration.race_db.queries import race_row
@@ -61,6 +67,7 @@ from racing_orchestration.race_db.store import (
 )
 from orchestration_core.dagster_tags import RUN_KEY_TAG
 from orchestration_core.run_config_rules import literal_config_schema
+from orchestration_core.settings import racing_timezone
 from orchestration_core.run_outcome import KIND_RACING, TAG_KIND, Outcome, record_outcome
 from racing_orchestration.tab.client import TabApiError, TabClient, TabTransientError
 from racing_orchestration.tab.models import TabPayloadError, status_is
@@ -214,6 +221,7 @@ def _fail(context: dg.OpExecutionContext, race_db: RaceDatabase, config: Checkpo
           error: str, ledger_state: str = "failed") -> dg.Failure:
     record_outcome(context, Outcome.FAILED, 0, 1, error)
     mark_ledger(race_db, config.race_id, config.checkpoint, ledger_state, context.run_id, error[:500], manual=manual)
+    _record_card_checks(context, race_db, config.race_id)  # an ended T-60 makes the race's runners due
     return dg.Failure(error, allow_retries=False)
 
 
@@ -364,6 +372,29 @@ def _record_stored(context: dg.OpExecutionContext, race_db: RaceDatabase, asset_
     description = f"{what}: race {race.race_number} at {race.meeting_name}" if race is not None else what
     event = race_materialization(asset_key, race, description, metadata) if race is not None else None
     log_materialization(context, event, f"{asset_key.to_user_string()} of race {race_id}")
+    _record_card_checks(context, race_db, race_id, race)
+
+
+def _record_card_checks(context: dg.OpExecutionContext, race_db: RaceDatabase, race_id: str,
+                        race: sa.Row | None = None) -> None:
+    """The race's event (runners, status, start time) or its ledger row changed what the day's card checks judge:
+    evaluate them again and record them under the day's partition, so a check does not stay red for runners now in
+    the database. Like the materialization, a database that cannot be read costs the evaluation, said in the run's
+    log, never the run."""
+    try:
+        if race is None:
+            with race_db.connect() as conn:
+                race = race_row(conn, race_id)
+        if race is None or racing_day_key(race.meeting_date) is None:
+            return
+        checks = record_card_checks(context, race_db, race.meeting_date, now_utc(), racing_timezone())
+    except sa.exc.SQLAlchemyError as exc:
+        context.log.warning(f"race_cards checks of race {race_id}'s day: not recorded again: the race database "
+                            f"could not be read ({exc.__class__.__name__})")
+        return
+    failed = [c.description for c in checks if not c.passed]
+    context.log.info(f"race_cards checks of {race.meeting_date} recorded again: "
+                     + ("; ".join(failed) if failed else "all pass"))
 
 
 def _await_final(context: dg.OpExecutionContext, race_db: RaceDatabase, config: PostRaceConfig, why: str,

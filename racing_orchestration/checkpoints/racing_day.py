@@ -60,10 +60,15 @@ def figure_metadata(figure: Figure, day: str) -> dict[str, object]:
     return meta
 
 
+def figure_passed(figure: Figure) -> bool:
+    """A racing_day check passes when nothing of its figure is missing or pending."""
+    return figure.counts[ItemClass.MISSING] == 0 and figure.counts[ItemClass.PENDING] == 0
+
+
 def check_result(name: str, figure: Figure, day: str, what: str) -> dg.AssetCheckResult:
     """Passed when nothing is missing or pending; ERROR when data is missing, WARN when only not settled yet."""
     missing, pending = figure.counts[ItemClass.MISSING], figure.counts[ItemClass.PENDING]
-    passed = missing == 0 and pending == 0
+    passed = figure_passed(figure)
     if passed:
         description = f"{day}: all {figure.expected} {what} captured or explained"
     else:

@@ -15,7 +15,7 @@ from orchestration_core.cli_environment import (
 )
 
 # Subcommand modules, in the order `racing --help` lists them.
-SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "check"]
+SUBCOMMAND_MODULES: list[str] = ["scrape", "db", "sim", "cleanup", "audit", "check", "verify_checks"]
 
 
 def needs_instance(args: argparse.Namespace, env: Mapping[str, str]) -> list[str]:

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from zoneinfo import ZoneInfo
 
 import dagster as dg
-import sqlalchemy as sa
 
 from orchestration_core.settings import racing_timezone
 from racing_orchestration.ingestion.combinations import CombinationResult, DayOutcome, day_outcomes, results_markdown
@@ -27,12 +26,11 @@ from racing_orchestration.race_data.card_checks import (
     card_facts,
     check_evaluations,
     checks_while_scraping,
+    lock_card_day,
+    record_card_checks,
 )
 from racing_orchestration.race_data.catalog import RACE_CARDS, log_materialization, racing_day_key
 from racing_orchestration.race_db.resource import RaceDatabase
-
-# The first key of the race database's advisory lock on one racing day's card records (the second is the day).
-CARD_DAY_LOCK = 0x52434444
 
 
 def card_materialization(outcome: DayOutcome, partition: str,
@@ -73,10 +71,7 @@ def record_card_days(context: dg.OpExecutionContext, results: Sequence[Combinati
             event = card_materialization(outcome, partition, of_day) if partition is not None else None
             log_materialization(context, event, f"race_cards of {outcome.day}")
         if partition is not None and (outcome.stored or outcome.day <= today):
-            with race_db.connect() as conn:
-                facts = card_facts(conn, outcome.day)
-            for evaluation in check_evaluations(card_checks(facts, now, tz), outcome.day):
-                context.log_event(evaluation)
+            record_card_checks(context, race_db, outcome.day, now, tz)
     return outcomes
 
 
@@ -115,8 +110,7 @@ def record_stored_combination(context: dg.OpExecutionContext, result: Combinatio
     # it under one lock per day keeps the catalog's latest materialization the one with the latest counts: otherwise
     # a combination that read the day first could log last and leave the smaller counts on top.
     with race_db.begin() as conn:
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:kind, :day)"),
-                     {"kind": CARD_DAY_LOCK, "day": day.toordinal()})
+        lock_card_day(conn, day)
         facts = card_facts(conn, day)
         context.log_event(stored_so_far_materialization(result, facts, partition))
         for evaluation in check_evaluations(checks_while_scraping(card_checks(facts, now, racing_timezone())), day):

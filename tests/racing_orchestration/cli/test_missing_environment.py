@@ -29,6 +29,7 @@ COMMANDS = [
     ("racing", ["scrape", "--in-process"], (*INSTANCE, "RACING_DATABASE_URL")),
     ("racing", CHECK, INSTANCE),
     ("racing", [*CHECK, "--in-process"], (*INSTANCE, "RACING_DATABASE_URL")),
+    ("racing", ["verify-checks", "--json"], (*INSTANCE, "RACING_DATABASE_URL")),
     ("racing", ["db", "upgrade"], ("RACING_DATABASE_URL",)),
     ("racing", ["db", "current"], ("RACING_DATABASE_URL",)),
     ("maintenance", ["db", "upgrade"], ("MAINTENANCE_DATABASE_URL",)),

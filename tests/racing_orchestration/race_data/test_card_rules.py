@@ -11,7 +11,7 @@ from racing_orchestration.ingestion.combinations import (
     day_outcomes,
     retries_after_error,
 )
-from racing_orchestration.race_data.card_checks import CardFacts, CardRace, card_checks
+from racing_orchestration.race_data.card_checks import CardFacts, CardRace, Runners, card_checks, runners_due
 
 pytestmark = pytest.mark.unit
 
@@ -87,18 +87,63 @@ def test_an_empty_card_fails_card_not_empty() -> None:
 
 
 @pytest.mark.parametrize(
-    ("minutes_to_start", "runners", "status", "passed"),
+    ("before_start", "runners", "status", "t60", "standing"),
     [
-        (61, 0, "Open", True),  # before T-60: runners are not stored yet
-        (59, 0, "Open", False),  # past T-60 with no runners: its T-60 run stored nothing
-        (59, 9, "Open", True),
-        (-30, 0, "Abandoned", True),  # an abandoned race gets no checkpoints
-        (-30, 0, "Final", False),
+        (dt.timedelta(minutes=60, seconds=1), 0, "Open", None, Runners.NOT_YET),  # a second before T-60
+        (dt.timedelta(minutes=60), 0, "Open", None, Runners.AWAITING),  # exactly T-60: its run is due, not ended
+        (dt.timedelta(minutes=60), 0, "Open", "requested", Runners.AWAITING),
+        (dt.timedelta(minutes=60), 0, "Open", "done", Runners.DUE),  # exactly T-60 and its run has ended
+        (dt.timedelta(minutes=60), 9, "Open", "done", Runners.DUE),
+        (dt.timedelta(minutes=59), 0, "Open", "running", Runners.AWAITING),
+        (dt.timedelta(minutes=59), 0, "Open", "requested_late", Runners.AWAITING),  # card stored after its T-60
+        (dt.timedelta(minutes=59), 0, "Open", "rescheduled", Runners.AWAITING),
+        (dt.timedelta(minutes=59), 0, "Open", "failed", Runners.DUE),
+        (dt.timedelta(minutes=59), 0, "Open", "skipped", Runners.DUE),
+        (dt.timedelta(minutes=59), 7, "Open", None, Runners.DUE),  # stored already (a manual check)
+        (dt.timedelta(seconds=1), 0, "Open", "requested_late", Runners.AWAITING),  # a second before the jump
+        (dt.timedelta(0), 0, "Open", "requested_late", Runners.DUE),  # at the jump: no T-60 is taken after it
+        (dt.timedelta(0), 0, "Open", None, Runners.DUE),  # a day stored after it was raced, no checkpoint run
+        (-dt.timedelta(minutes=30), 0, "Abandoned", "abandoned", Runners.EXEMPT),
+        (-dt.timedelta(minutes=30), 0, "abandoned", None, Runners.EXEMPT),
     ],
 )
-def test_races_past_t60_have_runners(minutes_to_start, runners, status, passed) -> None:
-    race = _race(1, NOON_NZ + dt.timedelta(minutes=minutes_to_start), runners, status)
+def test_when_a_races_runners_are_due(before_start, runners, status, t60, standing) -> None:
+    race = CardRace("r1", "Ellerslie", 1, NOON_NZ + before_start, status, runners, t60)
+    assert runners_due(race, NOON_NZ) is standing
+
+
+@pytest.mark.parametrize(
+    ("minutes_to_start", "runners", "status", "t60", "passed"),
+    [
+        (61, 0, "Open", None, True),  # before T-60: runners are not stored yet
+        (60, 0, "Open", None, True),  # exactly T-60, its run not ended: awaiting T-60
+        (60, 0, "Open", "done", False),  # exactly T-60, its run ended and stored no runners
+        (59, 0, "Open", "requested_late", True),  # the card came after its T-60: the late run is awaited
+        (59, 0, "Open", "failed", False),  # past T-60 with no runners: its T-60 run stored nothing
+        (59, 9, "Open", "done", True),
+        (0, 0, "Open", "requested", False),  # started without a T-60
+        (-30, 0, "Abandoned", None, True),  # an abandoned race gets no checkpoints
+        (-30, 0, "Final", None, False),
+    ],
+)
+def test_races_past_t60_have_runners(minutes_to_start, runners, status, t60, passed) -> None:
+    race = CardRace("r1", "Ellerslie", 1, NOON_NZ + dt.timedelta(minutes=minutes_to_start), status, runners, t60)
     assert _checks(CardFacts(TODAY, 1, (race,)))["races_have_runners"][0] is passed
+
+
+def test_the_runners_check_says_which_races_await_their_t60() -> None:
+    races = (_race(1, NOON_NZ - dt.timedelta(minutes=30), runners=8),
+             CardRace("r2", "Ellerslie", 2, NOON_NZ + dt.timedelta(minutes=30), "Open", 0, "requested_late"),
+             CardRace("r3", "Ellerslie", 3, NOON_NZ + dt.timedelta(minutes=35), "Open", 0, None))
+    [check] = [c for c in card_checks(CardFacts(TODAY, 1, races), NOON_NZ, TZ) if c.name == "races_have_runners"]
+    assert check.passed
+    assert check.description == f"{TODAY}: all 1 races past T-60 have runners; 2 more awaiting their T-60 run"
+    assert (check.metadata["races_past_t60"], check.metadata["races_awaiting_t60"]) == (3, 2)
+    assert "Ellerslie R3 (r3), starts 2026-11-29 12:35" in check.metadata["races_awaiting"].value
+    ended = CardRace("r2", "Ellerslie", 2, races[1].start_time, "Open", 0, "failed")
+    failed = card_checks(CardFacts(TODAY, 1, (ended,)), NOON_NZ, TZ)[1]
+    assert (failed.passed, failed.description) == (False, f"{TODAY}: 1 of 1 races past T-60 have no runners "
+                                                          "(no T-60 or later event stored)")
 
 
 @pytest.mark.parametrize(
