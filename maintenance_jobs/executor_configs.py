@@ -259,6 +259,9 @@ def resolved_backup_paths(config: ConfigBackupConfig) -> tuple[list[Path], Path]
 # task config): Dagster's run/event storage (the audit trail), the race data and this task registry.
 POSTGRES_DATABASES = ("dagster", "racing", "maintenance")
 DEFAULT_POSTGRES_BACKUP_DIR = "/backups/postgres"
+# The asset each database's successful dumps are recorded under (`postgres_backup/<database>`): the control API's
+# maintenance_postgres_backup_last_success_timestamp_seconds{database} is its newest materialization.
+POSTGRES_BACKUP_ASSET_PREFIX = "postgres_backup"
 
 
 class PostgresBackupConfig(_StrictConfig):

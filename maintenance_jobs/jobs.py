@@ -17,6 +17,7 @@ from maintenance_jobs.executor_configs import (
     ConfigRefused,
     DocSyncConfig,
     ExampleConfig,
+    POSTGRES_BACKUP_ASSET_PREFIX,
     PluginRunConfig,
     PostgresBackupConfig,
 )
@@ -158,11 +159,6 @@ def run_config_backup_executor(context: dg.OpExecutionContext) -> str:
         record_outcome(context, Outcome.PARTIAL if ok else Outcome.FAILED, ok, len(result.failed), result.message)
         raise dg.Failure(description=result.message, metadata=metadata)
     return _succeed(context, result.message, metadata, len(result.sources))
-
-
-# The asset each database's successful dumps are recorded under; the control API's
-# maintenance_postgres_backup_last_success_timestamp_seconds{database} reads the newest (platform_monitoring).
-POSTGRES_BACKUP_ASSET_PREFIX = "postgres_backup"
 
 
 @dg.op(description="pg_dump -Fc of the deployment's databases into backup_dir (atomically, with a sha256 file), "

@@ -295,9 +295,16 @@ def verify_checksum(dump: Path) -> str:
     return actual
 
 
-def restore_dump(dump: Path, target_url: str, timeout_seconds: float = 3600) -> None:
+def database_of(dump: Path) -> str | None:
+    """The database a dump of this executor's naming holds (None for any other file name)."""
+    match = _DUMP_PATTERN.fullmatch(dump.name)
+    return match.group("db") if match is not None and match.group("checksum") is None else None
+
+
+def restore_dump(dump: Path, target_url: str, *, clean: bool = False, timeout_seconds: float = 3600) -> None:
     """Check the dump's checksum, then `pg_restore --exit-on-error --no-owner --no-privileges` it into the database
-    at `target_url` (an empty database; the credentials travel as for pg_dump)."""
+    at `target_url` (an empty one, or with `clean` its objects dropped first); the credentials travel as for
+    pg_dump."""
     verify_checksum(dump)
     pg_restore = find_tool("pg_restore")
     password = make_url(target_url).password
@@ -305,7 +312,7 @@ def restore_dump(dump: Path, target_url: str, timeout_seconds: float = 3600) -> 
         env = connection_environment(target_url, passfile, tool_search_path())
         completed = subprocess.run(
             [pg_restore, "--exit-on-error", "--no-owner", "--no-privileges", "--no-password",
-             f"--dbname={env['PGDATABASE']}", str(dump)],
+             *(["--clean", "--if-exists"] if clean else []), f"--dbname={env['PGDATABASE']}", str(dump)],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             timeout=timeout_seconds, check=False,
         )
