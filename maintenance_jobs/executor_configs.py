@@ -271,7 +271,7 @@ class PostgresBackupConfig(_StrictConfig):
     databases: list[str] = Field(default=list(POSTGRES_DATABASES), min_length=1)
     backup_dir: str = DEFAULT_POSTGRES_BACKUP_DIR
     keep_days: int = Field(default=14, ge=1, le=3650)
-    timeout_seconds: int = Field(default=3600, ge=10, le=86400)  # per database
+    timeout_seconds: int = Field(default=3600, ge=1, le=86400)  # per database
 
     @field_validator("databases")
     @classmethod
