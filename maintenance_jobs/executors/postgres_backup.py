@@ -198,6 +198,7 @@ def dump_database(database: str, url: str, backup_dir: Path, task_name: str, now
     os.close(fd)
     temp = Path(temp_name)
     checksum = final.with_name(final.name + CHECKSUM_SUFFIX)
+    renamed = False
     try:
         pg_dump = find_tool("pg_dump")
         with password_file(url) as passfile:
@@ -214,14 +215,17 @@ def dump_database(database: str, url: str, backup_dir: Path, task_name: str, now
         digest = sha256_of(temp)
         _write_atomically(checksum, f"{digest}  {final.name}\n")
         os.replace(temp, final)
+        renamed = True
     except subprocess.TimeoutExpired:
         result.error = f"pg_dump did not finish within {timeout_seconds:g} s"
-    except (OSError, RuntimeError, PostgresBackupRefused) as exc:
-        result.error = scrub(f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else str(exc), secrets)
-    if result.error:
-        temp.unlink(missing_ok=True)
-        if not final.exists():
+    except Exception as exc:  # whatever failed, the run reports it per database and the other databases still run
+        text = str(exc) if isinstance(exc, RuntimeError | PostgresBackupRefused) else f"{type(exc).__name__}: {exc}"
+        result.error = scrub(text, secrets)
+    finally:
+        if not renamed:  # never a half dump, nor a checksum without its dump
+            temp.unlink(missing_ok=True)
             checksum.unlink(missing_ok=True)
+    if result.error:
         return result
     result.dump = str(final)
     result.sha256 = digest
@@ -253,7 +257,9 @@ def run_postgres_backup(config: PostgresBackupConfig, task_name: str, now: dt.da
                         urls: Mapping[str, str | None] | None = None) -> PostgresBackupResult:
     """Dump every configured database; retention runs only when every dump of this run was written, so a failing
     backup never deletes the last good ones."""
-    config = PostgresBackupConfig.model_validate({name: getattr(config, name) for name in config.model_fields})
+    # Validated again under this process's settings (the run worker's roots), like every executor config.
+    config = PostgresBackupConfig.model_validate(
+        {name: getattr(config, name) for name in PostgresBackupConfig.model_fields})
     backup_dir = resolved_postgres_backup_dir(config)
     urls = database_urls() if urls is None else urls
     missing = [d for d in config.databases if not urls.get(d)]
@@ -288,7 +294,8 @@ def verify_checksum(dump: Path) -> str:
     checksum = dump.with_name(dump.name + CHECKSUM_SUFFIX)
     if not checksum.is_file():
         raise RestoreRefused(f"{checksum} is missing: not a complete backup")
-    expected = checksum.read_text().split()[0] if checksum.read_text().split() else ""
+    fields = checksum.read_text().split()
+    expected = fields[0] if fields else ""
     actual = sha256_of(dump)
     if actual != expected:
         raise RestoreRefused(f"{dump.name}: sha256 {actual} does not match {checksum.name} ({expected})")
