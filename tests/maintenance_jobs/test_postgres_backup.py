@@ -265,6 +265,44 @@ def test_a_failed_dump_leaves_no_file_keeps_old_dumps_and_names_no_password(
     assert len([n for n in names if n.endswith(".dump")]) == 3
 
 
+def test_a_partly_failed_run_is_partial_and_records_only_the_dumps_that_were_written(
+        racing_database: str, tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = make_url(racing_database).set(database="no_such_database").render_as_string(hide_password=False)
+    monkeypatch.setenv("DAGSTER_POSTGRES_URL", racing_database)
+    monkeypatch.setenv("MAINTENANCE_DATABASE_URL", missing)
+    with dg.instance_for_test() as instance:
+        failed = postgres_backup_executor_job.execute_in_process(
+            run_config={"ops": {"run_postgres_backup_executor": {"config": {"backup_dir": str(tmp_path)}}}},
+            instance=instance, tags={TAG_TASK: TASK}, raise_on_error=False)
+        assert not failed.success
+        tags = instance.get_run_by_id(failed.run_id).tags
+        assert tags["racing/outcome"] == "partial"
+        assert "failed: maintenance: pg_dump exited 1" in tags["racing/error"]
+        # The alert metric's source: a success time for the two written dumps, none for the failed database.
+        assert sorted(postgres_backup_successes(instance)) == ["dagster", "racing"]
+
+
+def test_restore_with_clean_replaces_what_is_there_and_without_it_fails_on_a_used_database(
+        racing_database: str, tools: Path, tmp_path: Path, new_database, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_postgres_backup(backup_config(tmp_path, databases=["racing"]), TASK, NOW, LOG)
+    (dump,) = [Path(d.dump) for d in result.dumps]
+    expected = row_counts(racing_database)
+    target = new_database("restored_racing")
+    monkeypatch.setenv("MAINTENANCE_DATABASE_URL", target)  # --into: another of the three settings
+    assert maintenance_cli(["restore-postgres", "--into", "maintenance", str(dump)]) == 0
+    assert maintenance_cli(["restore-postgres", "--into", "maintenance", str(dump)]) == 1
+    assert "pg_restore exited 1" in capsys.readouterr().err
+    engine = sa.create_engine(target)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM restore_probe WHERE id <= 10"))
+    finally:
+        engine.dispose()
+    assert maintenance_cli(["restore-postgres", "--into", "maintenance", "--clean", str(dump)]) == 0
+    assert row_counts(target) == expected
+
+
 def fake_pg_dump(folder: Path, body: str) -> Path:
     """A pg_dump found through MAINTENANCE_PG_BIN_DIR (the setting production uses), recording how it was called."""
     folder.mkdir(parents=True, exist_ok=True)
