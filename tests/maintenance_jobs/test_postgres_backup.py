@@ -36,7 +36,7 @@ from maintenance_jobs.executors.postgres_backup import (
 )
 from maintenance_jobs.jobs import postgres_backup_executor_job
 from maintenance_jobs.models import TaskValidationError, validate_task
-from maintenance_jobs.registry import delete_task, get_task, TaskNotFound
+from maintenance_jobs.registry import TaskNotFound, delete_task, get_task
 from maintenance_jobs.seed import LATER_SEEDS, OFFERED_KEY_PREFIX, SEEDED_KEY, load_seed_tasks, seed_registry
 from maintenance_jobs.tags import TAG_TASK
 from platform_monitoring import alert_metrics
@@ -368,7 +368,8 @@ def test_a_dump_that_overruns_its_timeout_is_stopped_and_leaves_nothing(
 def test_no_pg_dump_or_no_url_is_a_clear_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAINTENANCE_PG_BIN_DIR", str(tmp_path / "empty"))
     with pytest.raises(PostgresBackupRefused, match="pg_dump not found .* MAINTENANCE_PG_BIN_DIR"):
-        run_postgres_backup(backup_config(tmp_path), TASK, NOW, LOG, urls=dict.fromkeys(POSTGRES_DATABASES, "postgresql://x@h/d"))
+        run_postgres_backup(backup_config(tmp_path), TASK, NOW, LOG,
+                            urls=dict.fromkeys(POSTGRES_DATABASES, "postgresql://x@h/d"))
     with pytest.raises(PostgresBackupRefused, match=r"no URL for racing \(set RACING_DATABASE_URL\)"):
         run_postgres_backup(backup_config(tmp_path), TASK, NOW, LOG,
                             urls={"dagster": "postgresql://x@h/d", "maintenance": "postgresql://x@h/d"})
