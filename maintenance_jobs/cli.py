@@ -1,6 +1,7 @@
 """`maintenance` CLI: `maintenance db upgrade` (migrate the registry), `maintenance seed` (first-start seeding) and
 `maintenance history TASK --since 30d` (each run the task's schedule expected: ran and how it ended, or missed and
-why)."""
+why) and `maintenance restore-postgres DUMP` (check a Postgres backup's checksum and pg_restore it into the database
+its name says, with that database's URL from the deployment's settings)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,20 @@ import argparse
 import datetime as dt
 import re
 import sys
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from maintenance_jobs.database.engine import registry_engine
 from maintenance_jobs.database.migrate import current_revision, upgrade
+from maintenance_jobs.executor_configs import POSTGRES_DATABASES
+from maintenance_jobs.executors.postgres_backup import (
+    DATABASE_SETTINGS,
+    PostgresBackupRefused,
+    RestoreRefused,
+    database_of,
+    database_urls,
+    restore_dump,
+)
 from maintenance_jobs.execution_history.task_view import InvalidRange, TaskHistory, bounded, task_history
 from maintenance_jobs.registry import TaskNotFound, get_task
 from maintenance_jobs.seed import prepare_registry, seed_registry
@@ -151,6 +162,31 @@ def _history(args: argparse.Namespace) -> int:
     return 0
 
 
+EXIT_RESTORE_FAILED = 1
+
+
+def _restore_postgres(args: argparse.Namespace) -> int:
+    """Restore a dump of the Postgres backup into one of the deployment's databases (its URL from the settings:
+    never from the command line, where other users of the host could read a password)."""
+    dump = Path(args.dump)
+    database = args.into or database_of(dump)
+    if database is None:
+        print(f"maintenance restore-postgres: {dump.name} is not named <task>__<database>__<time>.dump; "
+              "pass --into", file=sys.stderr)
+        return EXIT_RESTORE_FAILED
+    url = database_urls()[database]
+    if not url:
+        print(f"maintenance restore-postgres: {not_set(DATABASE_SETTINGS[database])}", file=sys.stderr)
+        raise SystemExit(EXIT_MISSING_ENVIRONMENT)
+    try:
+        restore_dump(dump, url, clean=args.clean)
+    except (RestoreRefused, PostgresBackupRefused, OSError) as exc:
+        print(f"maintenance restore-postgres: {exc}", file=sys.stderr)
+        return EXIT_RESTORE_FAILED
+    print(f"restored {dump.name} into {database}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="maintenance", description=__doc__)
     parser.add_argument("--database-url", help="registry URL (default: $MAINTENANCE_DATABASE_URL)")
@@ -165,6 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--json", action="store_true", help="the same answer as GET /tasks/{name}/history")
     history.add_argument("--only-problems", action="store_true", help="leave out expected runs that succeeded")
     history.set_defaults(handler=_history)
+    restore = commands.add_parser("restore-postgres",
+                                  help="check a Postgres backup's sha256 and pg_restore it (README \"Backup and "
+                                  "restore of Postgres\")")
+    restore.add_argument("dump", help="a .dump file of the postgres_backup_executor (its .sha256 beside it)")
+    restore.add_argument("--into", choices=POSTGRES_DATABASES,
+                         help="the database to restore into (default: the one in the file name); its URL is the "
+                         "deployment's setting")
+    restore.add_argument("--clean", action="store_true",
+                         help="drop the dump's objects in the database first (pg_restore --clean --if-exists)")
+    restore.set_defaults(handler=_restore_postgres)
     return parser
 
 

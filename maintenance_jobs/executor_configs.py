@@ -253,6 +253,52 @@ def resolved_backup_paths(config: ConfigBackupConfig) -> tuple[list[Path], Path]
     return sources, backup_dir
 
 
+# --- Postgres backup: which of the deployment's databases, and where the dumps go --------------------------------
+
+# The deployment's three databases by short name, each dumped with the URL of its own setting (never a URL from a
+# task config): Dagster's run/event storage (the audit trail), the race data and this task registry.
+POSTGRES_DATABASES = ("dagster", "racing", "maintenance")
+DEFAULT_POSTGRES_BACKUP_DIR = "/backups/postgres"
+# The asset each database's successful dumps are recorded under (`postgres_backup/<database>`): the control API's
+# maintenance_postgres_backup_last_success_timestamp_seconds{database} is its newest materialization.
+POSTGRES_BACKUP_ASSET_PREFIX = "postgres_backup"
+
+
+class PostgresBackupConfig(_StrictConfig):
+    """postgres_backup_executor: `pg_dump -Fc` of each named database into `backup_dir`, a `.sha256` beside each
+    dump, and this task's dumps older than `keep_days` deleted."""
+
+    databases: list[str] = Field(default=list(POSTGRES_DATABASES), min_length=1)
+    backup_dir: str = DEFAULT_POSTGRES_BACKUP_DIR
+    keep_days: int = Field(default=14, ge=1, le=3650)
+    timeout_seconds: int = Field(default=3600, ge=1, le=86400)  # per database
+
+    @field_validator("databases")
+    @classmethod
+    def _known_databases(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in POSTGRES_DATABASES:
+                raise ValueError(f"{check_label(name)!r} is not one of this deployment's databases "
+                                 f"({', '.join(POSTGRES_DATABASES)})")
+        if len(set(value)) != len(value):
+            raise ValueError("each database at most once")
+        return value
+
+    @field_validator("backup_dir")
+    @classmethod
+    def _under_target_roots(cls, value: str) -> str:
+        target_path(value)
+        return value
+
+
+def resolved_postgres_backup_dir(config: PostgresBackupConfig) -> Path:
+    """The run-time check of backup_dir: resolved now, under this process's roots; ConfigRefused names the field."""
+    try:
+        return target_path(config.backup_dir)
+    except ValueError as exc:
+        raise ConfigRefused(f"postgres backup config refused: backup_dir: {exc}") from None
+
+
 class PluginRunConfig(_StrictConfig):
     """Run config of the plug-in job: which plug-in, and the task's config as JSON (plug-in configs are free-form)."""
 
@@ -264,4 +310,5 @@ BUILTIN_CONFIGS: dict[str, type[_StrictConfig]] = {
     "example_executor": ExampleConfig,
     "doc_sync_executor": DocSyncConfig,
     "config_backup_executor": ConfigBackupConfig,
+    "postgres_backup_executor": PostgresBackupConfig,
 }

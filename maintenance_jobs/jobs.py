@@ -17,12 +17,15 @@ from maintenance_jobs.executor_configs import (
     ConfigRefused,
     DocSyncConfig,
     ExampleConfig,
+    POSTGRES_BACKUP_ASSET_PREFIX,
     PluginRunConfig,
+    PostgresBackupConfig,
 )
 from maintenance_jobs.executors.config_backup import BackupRefused, run_backup
 from maintenance_jobs.executors.doc_sync import GitCommandError, sync_docs, target_repo_url
 from maintenance_jobs.executors.example import run_example
 from maintenance_jobs.executors.plugins import PluginNotFound, load_plugin, run_plugin, validate_plugin_config
+from maintenance_jobs.executors.postgres_backup import run_postgres_backup
 from maintenance_jobs.executors.scrub import scrub
 from maintenance_jobs.resources import GiteaResource
 from maintenance_jobs.settings import MaintenanceSettings
@@ -158,6 +161,40 @@ def run_config_backup_executor(context: dg.OpExecutionContext) -> str:
     return _succeed(context, result.message, metadata, len(result.sources))
 
 
+@dg.op(description="pg_dump -Fc of the deployment's databases into backup_dir (atomically, with a sha256 file), "
+       "then this task's retention.",
+       config_schema=literal_config_schema(PostgresBackupConfig))
+def run_postgres_backup_executor(context: dg.OpExecutionContext) -> str:
+    _start(context)
+    config = _config(context, PostgresBackupConfig, "postgres_backup_executor")
+    with _every_failure_recorded(context, "postgres_backup_executor"):
+        try:
+            result = run_postgres_backup(config, _task_name(context), dt.datetime.now(dt.UTC), context.log)
+        except ConfigRefused as exc:  # PostgresBackupRefused included: says which field or setting
+            raise _fail(context, one_line(str(exc))) from None
+    for dump in result.dumps:
+        if dump.error is None:
+            context.log_event(dg.AssetMaterialization(
+                asset_key=[POSTGRES_BACKUP_ASSET_PREFIX, dump.database],
+                description=f"pg_dump of the {dump.database} database",
+                metadata={"path": dump.dump or "", "sha256": dump.sha256 or "", "bytes": dump.size_bytes},
+            ))
+    metadata = {
+        "dumps": [d.dump for d in result.dumps if d.dump],
+        "total_bytes": sum(d.size_bytes for d in result.dumps),
+        "deleted_files": result.deleted,
+        "databases": dg.MetadataValue.json(
+            [{"database": d.database, "bytes": d.size_bytes, "sha256": d.sha256, "error": d.error}
+             for d in result.dumps]
+        ),
+    }
+    if result.failed:
+        ok = len(result.dumps) - len(result.failed)
+        record_outcome(context, Outcome.PARTIAL if ok else Outcome.FAILED, ok, len(result.failed), result.message)
+        raise dg.Failure(description=result.message, metadata=metadata)
+    return _succeed(context, result.message, metadata, len(result.dumps))
+
+
 @dg.op(description="Run a plug-in executor's `async execute(config, settings)`; its string is the output.",
        config_schema=literal_config_schema(PluginRunConfig))
 def run_plugin_executor(context: dg.OpExecutionContext) -> str:
@@ -195,16 +232,23 @@ def config_backup_executor_job() -> None:
     run_config_backup_executor()
 
 
+@dg.job(name="postgres_backup_executor", tags=JOB_TAGS, description="Maintenance task: postgres_backup_executor.")
+def postgres_backup_executor_job() -> None:
+    run_postgres_backup_executor()
+
+
 @dg.job(name="plugin_executor", tags=JOB_TAGS, description="Maintenance task run by a plug-in executor.")
 def plugin_executor_job() -> None:
     run_plugin_executor()
 
 
-MAINTENANCE_JOBS = [example_executor_job, doc_sync_executor_job, config_backup_executor_job, plugin_executor_job]
+MAINTENANCE_JOBS = [example_executor_job, doc_sync_executor_job, config_backup_executor_job,
+                    postgres_backup_executor_job, plugin_executor_job]
 # Built-in executor name -> (job, op name); any other executor runs in the plug-in job.
 BUILTIN_JOBS = {
     "example_executor": (example_executor_job, "run_example_executor"),
     "doc_sync_executor": (doc_sync_executor_job, "run_doc_sync_executor"),
     "config_backup_executor": (config_backup_executor_job, "run_config_backup_executor"),
+    "postgres_backup_executor": (postgres_backup_executor_job, "run_postgres_backup_executor"),
 }
 PLUGIN_JOB = (plugin_executor_job, "run_plugin_executor")

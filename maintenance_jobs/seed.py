@@ -2,6 +2,10 @@
 
 Seeding happens once per registry: the first time, every seed task whose name is free is inserted and the fact is
 recorded in `maintenance_registry_meta`. Later starts insert nothing, so an operator's edits and deletions stand.
+
+A seed task added to the file after registries already exist is listed in `LATER_SEEDS`: each registry is offered it
+once (inserted if its name is free), and the offer is recorded under `seed_offered:<name>`, so a registry seeded before
+it existed gets it on its next start, and an operator who deletes it afterwards keeps it deleted.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from maintenance_jobs.models import TaskSpec, TaskValidationError, config_proble
 log = logging.getLogger(__name__)
 SEED_FILE = Path(__file__).resolve().parent / "seed_tasks.yaml"
 SEEDED_KEY = "seeded_at"
+OFFERED_KEY_PREFIX = "seed_offered:"
+# Seed tasks added after the first release, offered once to registries seeded before them (names in seed_tasks.yaml).
+LATER_SEEDS = ("backup_postgres_nightly",)
 _SEED_LOCK_ID = 0x6D61696E75
 
 
@@ -47,15 +54,20 @@ def seed_specs(path: Path = SEED_FILE) -> list[tuple[TaskSpec, str | None]]:
 
 
 def seed_registry(engine: sa.Engine, path: Path = SEED_FILE) -> list[str]:
-    """Insert the seed tasks if this registry was never seeded; returns the names inserted.
+    """Insert the seed tasks if this registry was never seeded, and any later seed it was never offered; returns the
+    names inserted.
 
-    The seed file is read and validated only then: later starts look at the seeded flag and nothing else."""
+    The seed file is read and validated only then: later starts look at the recorded flags and nothing else."""
     with engine.begin() as conn:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": _SEED_LOCK_ID})
-        if conn.execute(sa.select(registry_meta.c.value).where(registry_meta.c.key == SEEDED_KEY)).first():
+        keys = set(conn.execute(sa.select(registry_meta.c.key)).scalars())
+        pending = {name for name in LATER_SEEDS if OFFERED_KEY_PREFIX + name not in keys}
+        if SEEDED_KEY in keys and not pending:
             return []
         inserted = []
         for spec, problem in seed_specs(path):
+            if SEEDED_KEY in keys and spec.task_name not in pending:
+                continue
             values = spec.model_dump()
             if problem is not None:
                 log.warning(f"seed task {spec.task_name} is refused by the current settings ({problem}): "
@@ -69,7 +81,11 @@ def seed_registry(engine: sa.Engine, path: Path = SEED_FILE) -> list[str]:
             ).first()
             if row is not None:
                 inserted.append(row.task_name)
-        conn.execute(registry_meta.insert().values(key=SEEDED_KEY, value=sa.func.now().cast(sa.Text)))
+        now = sa.func.now().cast(sa.Text)
+        if SEEDED_KEY not in keys:
+            conn.execute(registry_meta.insert().values(key=SEEDED_KEY, value=now))
+        for name in sorted(pending):  # offered, whether inserted or its name was taken
+            conn.execute(registry_meta.insert().values(key=OFFERED_KEY_PREFIX + name, value=now))
     return inserted
 
 

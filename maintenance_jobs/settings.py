@@ -60,6 +60,9 @@ class MaintenanceSettings(SettingsBase):
     disk_usage_roots: Annotated[tuple[Path, ...] | None, NoDecode] = Field(
         None, validation_alias=_alias("disk_usage_roots", "MAINTENANCE_DISK_USAGE_ROOTS"),
         description="folders the disk_usage_executor plug-in may report on (default: the backup roots)")
+    pg_bin_dir: Path | None = Field(
+        None, validation_alias=_alias("pg_bin_dir", "MAINTENANCE_PG_BIN_DIR"),
+        description="folder holding pg_dump and pg_restore for the Postgres backup (unset: the image's system paths)")
     doc_sync_allowed_hosts: Annotated[frozenset[str], NoDecode] = Field(
         frozenset(), validation_alias=_alias("doc_sync_allowed_hosts", "MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS"),
         description="hosts doc sync may fetch from over https (empty: any https host)")
@@ -130,6 +133,11 @@ def disk_usage_roots() -> tuple[Path, ...]:
     default: the backup source and target roots)."""
     current = maintenance_settings()
     return current.disk_usage_roots or (*current.backup_source_roots, *current.backup_target_roots)
+
+
+def pg_bin_dir() -> Path | None:
+    """Folder holding pg_dump and pg_restore (`MAINTENANCE_PG_BIN_DIR`); None: the system paths."""
+    return maintenance_settings().pg_bin_dir
 
 
 def doc_sync_allowed_hosts() -> frozenset[str]:

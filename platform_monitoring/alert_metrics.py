@@ -7,7 +7,8 @@ the code servers (they may be what is down):
 - whether the daemon is up (heartbeats and sensor ticks) and whether each code server answers a ping;
 - per enabled maintenance task and per scheduled racing job: the last success, the expected interval and the grace
   (platform_monitoring/overdue.py), so one rule covers every task;
-- per job and per task: the highest retry number seen and the maximum its own policy allows.
+- per job and per task: the highest retry number seen and the maximum its own policy allows;
+- per database of the Postgres backup: when its newest dump was written (the executor's asset materializations).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from platform_monitoring.job_policies import JobPolicy
 from platform_monitoring.overdue import JobSchedule, TaskSchedule
 from platform_monitoring.schedulers import TickState
 from maintenance_jobs.execution_history import tag_values
+from maintenance_jobs.executor_configs import POSTGRES_BACKUP_ASSET_PREFIX, POSTGRES_DATABASES
 
 INSTIGATOR_LABELS = ["location", "type", "name"]
 TAG_MAX_RETRIES = "dagster/max_retries"
@@ -149,3 +151,25 @@ def highest_family(name: str, documentation: str, labels: list[str],
         family.add_metric(list(values), number)
     return family
 
+
+
+# ---- the Postgres backup: each database's newest successful dump ---------------------------------------------------
+
+
+def postgres_backup_families(last_successes: Mapping[str, float]) -> Iterator[Metric]:
+    """One `maintenance_postgres_backup_databases` series per database the backup must cover (what
+    PostgresBackupNeverSucceeded compares against) and, per database with one, its newest dump's time."""
+    databases = GaugeMetricFamily("maintenance_postgres_backup_databases",
+                                  "1 for each database the nightly Postgres backup must cover", labels=["database"])
+    success = GaugeMetricFamily("maintenance_postgres_backup_last_success_timestamp_seconds",
+                                "Unix time the database's newest complete dump (with its sha256) was written",
+                                labels=["database"])
+    for database in POSTGRES_DATABASES:
+        databases.add_metric([database], 1.0)
+        if database in last_successes:
+            success.add_metric([database], last_successes[database])
+    yield from (databases, success)
+
+
+def postgres_backup_asset_key(database: str) -> list[str]:
+    return [POSTGRES_BACKUP_ASSET_PREFIX, database]

@@ -37,6 +37,7 @@ from platform_monitoring.liveness import (
 from platform_monitoring.status import concurrent_limit, heartbeat_ages
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.execution_history import tag_values
+from maintenance_jobs.executor_configs import POSTGRES_DATABASES
 from orchestration_core.dagster_schema import run_tags as run_tags_table, runs as runs_table
 from orchestration_core.run_outcome import (
     TAG_ITEMS_FAILED,
@@ -304,6 +305,18 @@ def registry_families(registry: sa.Engine, instance: dg.DagsterInstance) -> Iter
                             value=concurrent_limit(instance))
 
 
+def postgres_backup_successes(instance: dg.DagsterInstance) -> dict[str, float]:
+    """database -> unix time of its newest dump: the latest materialization of `postgres_backup/<database>`, which
+    postgres_backup_executor records only once the dump and its checksum file are in place."""
+    successes = {}
+    for database in POSTGRES_DATABASES:
+        event = instance.get_latest_materialization_event(
+            dg.AssetKey(alert_metrics.postgres_backup_asset_key(database)))
+        if event is not None:
+            successes[database] = event.timestamp
+    return successes
+
+
 class StorageCollector(Collector):
     """Collects at scrape time; `instance`, `registry`, `racing` and `catalog` (the webserver's, catalog.py) are
     callables so they open lazily. Without the catalog (the webserver never answered) the families that need it
@@ -352,6 +365,8 @@ class StorageCollector(Collector):
                 overdue.scheduled_jobs(known().instigators, self._policies())),
             "catalog": self._catalog_problem,
             "retry_limits": lambda: self._retry_limits(task_schedules(), known()),
+            "postgres_backups": lambda: alert_metrics.postgres_backup_families(
+                postgres_backup_successes(self._instance())),
         }
         for source, produce in sources.items():
             try:

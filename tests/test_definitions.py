@@ -36,7 +36,8 @@ def test_racing_orchestration_definitions_load(monkeypatch) -> None:
 def test_maintenance_jobs_definitions_load() -> None:
     from maintenance_jobs.definitions import defs
 
-    for job in ("example_executor", "doc_sync_executor", "config_backup_executor", "plugin_executor"):
+    for job in ("example_executor", "doc_sync_executor", "config_backup_executor", "postgres_backup_executor",
+                "plugin_executor"):
         assert defs.resolve_job_def(job).tags.get("orchestration/kind") == "maintenance", job
     dispatcher = defs.resolve_sensor_def("maintenance_dispatcher")
     assert dispatcher.minimum_interval_seconds == 60

@@ -94,6 +94,19 @@ def test_executor_config_types_are_strict(api: RunningApi) -> None:
         assert "b" not in stored_names(client) and "e" not in stored_names(client)
 
 
+@pytest.mark.parametrize(("config", "field"), [
+    ({"databases": ["postgres"]}, "config.databases"),  # a database of the server that is not one of the three
+    ({"backup_dir": "/etc/cron.d"}, "config.backup_dir"),  # outside the backup root
+    ({"database_url": "postgresql://evil@elsewhere/db"}, "config.database_url"),  # URLs only from the settings
+])
+def test_a_postgres_backup_naming_another_database_or_folder_is_refused(api: RunningApi, config: dict,
+                                                                        field: str) -> None:
+    with api.client() as client:
+        posted = client.post("/tasks", json=task_body("pg", executor="postgres_backup_executor", config=config))
+        assert posted.status_code == 422 and posted.json()["field"] == field, posted.text
+        assert "pg" not in stored_names(client)
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [

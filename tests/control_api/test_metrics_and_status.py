@@ -120,7 +120,7 @@ def test_metrics_match_the_runs_created(api: RunningApi) -> None:
         record.end_time)
     age = value(found, "orchestration_daemon_heartbeat_age_seconds", daemon_type="SENSOR")
     assert 12 <= age < 60
-    assert value(found, "maintenance_tasks_enabled") == 4  # 3 of the 4 seeded (the example is disabled) + 1
+    assert value(found, "maintenance_tasks_enabled") == 5  # 4 of the 5 seeded (the example is disabled) + 1
     assert value(found, "maintenance_concurrent_limit") == 5
     assert value(found, "maintenance_api_metrics_errors", source="tab_requests") == 0  # no race DB configured
     assert value(found, "maintenance_api_requests_total", method="GET", route="/metrics", status="200") is None

@@ -37,6 +37,7 @@ def test_job_policies_file_matches_the_code() -> None:
 
 @pytest.mark.unit
 @pytest.mark.parametrize("executor", ["example_executor", "doc_sync_executor", "config_backup_executor",
+                                      "postgres_backup_executor",
                                       "disk_usage_executor", "any_plugin"])
 def test_a_tasks_job_is_the_one_dispatch_runs_it_in(executor: str) -> None:
     from maintenance_jobs.dispatch import job_and_op

@@ -46,6 +46,8 @@ EXPORTED_METRICS: dict[str, str] = {
     "maintenance_task_expected_interval_seconds": "gauge",
     "maintenance_task_grace_seconds": "gauge",
     "maintenance_api_metrics_errors": "gauge",
+    "maintenance_postgres_backup_databases": "gauge",
+    "maintenance_postgres_backup_last_success_timestamp_seconds": "gauge",
 }
 
 _SERIES_SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "counter": (), "gauge": ()}

@@ -23,7 +23,7 @@ RULE_TESTS = Path(__file__).with_name("alerts_test.yml")
 REQUIRED_ALERTS = {"Watchdog", "DagsterDaemonDown", "CodeServerDown", "ControlApiMetricsMissing", "MetricsSourceFailing",
                    "InstigatorTicksFailing", "InstigatorStopped", "InstigatorNotTicking", "JobFailureRateHigh",
                    "JobOverdue", "TaskOverdue", "CleanupNeverRun", "RetriesAboveMaximum", "RacingDayIncomplete",
-                   "RacingDayNotChecked", "RacingDayNeverChecked"}
+                   "RacingDayNotChecked", "RacingDayNeverChecked", "BackupMissing", "BackupNeverSucceeded"}
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from orchestration_core.run_config_rules import MissingSetting
 
 pytestmark = pytest.mark.unit
 
-JOBS = ["example_executor", "doc_sync_executor", "config_backup_executor", "plugin_executor"]
+JOBS = ["example_executor", "doc_sync_executor", "config_backup_executor", "postgres_backup_executor", "plugin_executor"]
 SENSORS = ["maintenance_dispatcher", "maintenance_run_guard", "record_maintenance_success", "record_maintenance_failure",
            "record_maintenance_canceled", "maintenance_history_backfill"]
 

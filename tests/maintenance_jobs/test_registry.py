@@ -28,7 +28,8 @@ from tests.task_rows import task_data
 
 pytestmark = pytest.mark.integration
 
-SEED_NAMES = ["backup_docker_configs_daily", "sync_fastapi_docs_monthly", "sync_ollama_docs_monthly", "test_example_task"]
+SEED_NAMES = ["backup_docker_configs_daily", "backup_postgres_nightly", "sync_fastapi_docs_monthly",
+              "sync_ollama_docs_monthly", "test_example_task"]
 
 
 def test_upgrade_is_idempotent_and_uses_its_own_version_table(fresh_database_url: str) -> None:

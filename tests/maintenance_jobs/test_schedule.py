@@ -85,7 +85,8 @@ def test_seed_tasks_over_a_month_match_the_reference(task_name: str) -> None:
     fields = SEED_FIELDS[task_name]
     computed = computed_due(fields, start, end, timezone)
     assert computed == reference_due(fields, start, end, timezone)
-    expected_count = {"test_example_task": 31 * 24 * 60, "backup_docker_configs_daily": 31}.get(task_name, 1)
+    expected_count = {"test_example_task": 31 * 24 * 60, "backup_docker_configs_daily": 31,
+                      "backup_postgres_nightly": 31}.get(task_name, 1)
     assert len(computed) == expected_count
 
 

@@ -178,3 +178,39 @@ def test_our_processes_run_read_only_in_both_forms_with_kubernetes_writing_where
     assert tmpfs, f"{service}: a read-only service with no tmpfs writes nowhere but its volumes"
     writable = writable_paths(pod_spec, container_name)
     assert [path for path in tmpfs if not covered(path, writable)] == []
+
+
+def test_the_postgres_backup_runs_with_the_three_urls_and_writes_to_the_backups_volume_in_both_forms() -> None:
+    """The seeded backup's backup_dir lies under the writable backups volume of run containers (compose's named volume,
+    Kubernetes' `backups` PVC), and its runs receive the three database URLs (compose's env_vars, the runtime Secret)
+    and nothing about them from the task."""
+    from pathlib import PurePosixPath
+
+    from maintenance_jobs.seed import load_seed_tasks
+
+    (seed,) = [s for s in load_seed_tasks() if s.executor == "postgres_backup_executor"]
+    assert PurePosixPath("/backups") in PurePosixPath(seed.config["backup_dir"]).parents
+    compose = compose_instance()["run_launcher"]["config"]
+    assert "racing-orchestration-backups:/backups" in compose["container_kwargs"]["volumes"]
+    urls = {"DAGSTER_POSTGRES_URL", "RACING_DATABASE_URL", "MAINTENANCE_DATABASE_URL"}
+    assert urls <= set(compose["env_vars"]) and urls <= set(RUNTIME_SECRET_KEYS)
+    config = instance_config(OBJECTS)["run_launcher"]["config"]
+    (mount,) = [m for m in config["volume_mounts"] if m["mountPath"] == "/backups"]
+    assert not mount.get("readOnly")
+    (volume,) = [v for v in config["volumes"] if v["name"] == mount["name"]]
+    claim = find(OBJECTS, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    assert "ReadWriteMany" in claim["spec"]["accessModes"]
+
+
+def test_the_user_code_images_pg_dump_is_the_servers_version_in_both_forms() -> None:
+    """pg_dump refuses a server newer than itself: the image's client comes from the server's own release."""
+    dockerfile = (REPO_ROOT / "deploy" / "Dockerfile.user_code").read_text()
+    (client,) = [line.split()[1] for line in dockerfile.splitlines()
+                 if line.startswith("FROM postgres:") and line.endswith("AS postgres_client")]
+    version = client.split(":")[1].split("-")[0]
+    compose_server = load_compose()["services"]["postgres"]["image"]
+    (k8s_server,) = {c["image"] for spec in pod_specs(OBJECTS).values() for c in spec["containers"]
+                     if c["image"].startswith("postgres:")}
+    assert compose_server.split(":")[1].split("-")[0] == version == k8s_server.split(":")[1].split("-")[0]
+    major = version.split(".")[0]
+    assert f"/usr/lib/postgresql/{major}/bin/pg_dump" in dockerfile
