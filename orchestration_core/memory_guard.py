@@ -307,9 +307,10 @@ def supervise(name: str, command: Sequence[str], bound_mib: int | None, check_ev
             if bound_mib is None:
                 continue
             pss = measure_below(guard_pid, proc)
-            if pss is None and not unreadable_logged:
-                log(f"{PREFIX} {name}: cannot read the PSS of pid {child.pid} ({proc}/PID/smaps_rollup): not "
-                    "restarting on memory")
+            child.reap()
+            if pss is None and not child.exited and not unreadable_logged:  # an exit is taken up on the next pass
+                log(f"{PREFIX} {name}: cannot read the PSS of pid {child.pid} ({proc}/PID/smaps_rollup): memory not "
+                    "checked")
                 unreadable_logged = True
             streak = next_streak(streak, pss, bound_mib)
             if restart_due(streak):
