@@ -25,9 +25,12 @@ README_ONLY = {"TEST_DATABASE_URL"}
 # healthcheck runs as a lone file in the Dagster image (no settings package there) and reads Dagster's own
 # DAGSTER_POSTGRES_URL, as deploy/dagster.yaml does; the instance's storage class is such a lone file too, loaded by
 # Dagster in every process, and reads DAGSTER_STORAGE_KEEP_CONNECTIONS, which only the daemon's container sets; the CLIs'
-# check of which variables a command will need is set, before it runs (a presence check, not a setting).
+# check of which variables a command will need is set, before it runs (a presence check, not a setting); the daemon's
+# memory guard is a lone stdlib file in the Dagster image too, the daemon's command, and reads its bound
+# MEMORY_GUARD_RESTART_ABOVE_MIB, which only the daemon's container sets (and hands the command its environment).
 ENVIRON_READERS = {"maintenance_jobs/executors/doc_sync.py", "orchestration_core/daemon_probe.py",
-                   "orchestration_core/pooled_storage.py", "orchestration_core/cli_environment.py"}
+                   "orchestration_core/pooled_storage.py", "orchestration_core/cli_environment.py",
+                   "orchestration_core/memory_guard.py"}
 
 
 def env_names(settings_class) -> dict[str, str]:

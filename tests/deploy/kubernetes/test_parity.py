@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.compose_model import REPO_ROOT, load_compose
+from tests.deploy.compose_model import REPO_ROOT, env_example, interpolate, load_compose
 from tests.deploy.kubernetes.manifests import (
     BASE_DIR,
     KUBERNETES_DIR,
@@ -211,3 +211,87 @@ def test_the_user_code_images_pg_dump_is_the_servers_major_in_both_forms() -> No
     (k8s_server,) = {c["image"] for spec in pod_specs(OBJECTS).values() for c in spec["containers"]
                      if c["image"].startswith("postgres:")}
     assert compose_server.split(":")[1].split(".")[0] == client_major == k8s_server.split(":")[1].split(".")[0]
+
+
+# --- the daemon under the memory guard (orchestration_core/memory_guard.py) -----------------------------------------
+
+GUARD_PREFIX = ["python", "/opt/dagster/memory_guard.py", "--name", "dagster-daemon", "--"]
+GUARD_BOUND = "MEMORY_GUARD_RESTART_ABOVE_MIB"
+_QUANTITY = re.compile(r"(\d+(?:\.\d+)?)([a-zA-Z]*)")
+# Compose's byte units are binary whatever their case; Kubernetes' are binary with an i, decimal without.
+_UNIT_MIB = {"": 1 / 2**20, "b": 1 / 2**20, "k": 1 / 1024, "kb": 1 / 1024, "m": 1, "mb": 1, "g": 1024, "gb": 1024,
+             "Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "K": 1000 / 2**20, "M": 10**6 / 2**20, "G": 10**9 / 2**20}
+
+
+def memory_mib(quantity: str, form: str) -> float:
+    """A memory limit in MiB: compose's `1g`, `512m` or Kubernetes' `1Gi`, `512Mi`, `1G`."""
+    number, unit = _QUANTITY.fullmatch(quantity).groups()
+    return float(number) * _UNIT_MIB[unit.lower() if form == "compose" else unit]
+
+
+@pytest.mark.parametrize(("quantity", "form", "mib"), [
+    ("1g", "compose", 1024), ("1G", "compose", 1024), ("512m", "compose", 512), ("768mb", "compose", 768),
+    ("1Gi", "kubernetes", 1024), ("512Mi", "kubernetes", 512), ("1G", "kubernetes", 10**9 / 2**20),
+])
+def test_memory_mib(quantity: str, form: str, mib: float) -> None:
+    assert memory_mib(quantity, form) == pytest.approx(mib)
+
+
+def guard_problems(command: list[str], bound: str | None, limit_mib: float) -> list[str]:
+    """What keeps a daemon's container from restarting the daemon in place, in good time, before its hard limit
+    (where the kernel kills it in the middle of whatever it was doing)."""
+    problems = []
+    if command[:len(GUARD_PREFIX)] != GUARD_PREFIX or command[len(GUARD_PREFIX):len(GUARD_PREFIX) + 2] != [
+            "dagster-daemon", "run"]:
+        problems.append(f"not `dagster-daemon run` under the memory guard: {command}")
+    if bound is None or not bound.isdigit() or int(bound) == 0:
+        problems.append(f"no restart bound: {GUARD_BOUND}={bound!r}")
+    elif int(bound) > limit_mib / 2:
+        problems.append(f"bound {bound} MiB above half the {limit_mib:g} MiB memory limit")
+    return problems
+
+
+def compose_daemon(env: dict[str, str]) -> tuple[list[str], str | None, float]:
+    daemon = load_compose()["services"]["daemon"]
+    bound = daemon["environment"].get(GUARD_BOUND)
+    return (daemon["command"], None if bound is None else interpolate(bound, env),
+            memory_mib(daemon["deploy"]["resources"]["limits"]["memory"], "compose"))
+
+
+def kubernetes_daemon() -> tuple[list[str], str | None, float]:
+    [container] = [c for c in pod_specs(OBJECTS)["Deployment/daemon"]["containers"] if c["name"] == "daemon"]
+    bound = next((e.get("value") for e in container.get("env", []) if e["name"] == GUARD_BOUND), None)
+    return (container["command"], bound, memory_mib(container["resources"]["limits"]["memory"], "kubernetes"))
+
+
+@pytest.mark.parametrize("form", ["compose default", "compose .env.example", "kubernetes"])
+def test_the_daemon_runs_under_the_memory_guard_bounded_at_most_half_its_limit(form: str) -> None:
+    if form == "kubernetes":
+        command, bound, limit = kubernetes_daemon()
+    else:
+        command, bound, limit = compose_daemon({} if form == "compose default" else env_example())
+    assert guard_problems(command, bound, limit) == []
+
+
+def test_both_forms_run_the_same_daemon_command_on_their_own_workspace_path() -> None:
+    compose_command, compose_bound, _ = compose_daemon({})
+    kubernetes_command, kubernetes_bound, _ = kubernetes_daemon()
+    assert compose_command == [*GUARD_PREFIX, "dagster-daemon", "run", "-w", "/opt/dagster/dagster_home/workspace.yaml"]
+    assert kubernetes_command == [*GUARD_PREFIX, "dagster-daemon", "run", "-w", "/opt/dagster/workspace/workspace.yaml"]
+    assert compose_bound == kubernetes_bound == env_example()["DAEMON_RESTART_ABOVE_MIB"]
+
+
+@pytest.mark.parametrize(("command", "bound", "limit", "problem"), [
+    ([*GUARD_PREFIX, "dagster-daemon", "run"], "512", 1024, None),  # exactly half: allowed
+    ([*GUARD_PREFIX, "dagster-daemon", "run"], "513", 1024, "bound 513 MiB above half the 1024 MiB memory limit"),
+    ([*GUARD_PREFIX, "dagster-daemon", "run"], "0", 1024, "no restart bound"),
+    ([*GUARD_PREFIX, "dagster-daemon", "run"], None, 1024, "no restart bound"),
+    (["dagster-daemon", "run"], "384", 1024, "not `dagster-daemon run` under the memory guard"),
+    ([*GUARD_PREFIX, "sleep", "1"], "384", 1024, "not `dagster-daemon run` under the memory guard"),
+])
+def test_guard_problems_name_a_missing_guard_or_bound(command, bound, limit, problem) -> None:
+    problems = guard_problems(command, bound, limit)
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].startswith(problem), problems
