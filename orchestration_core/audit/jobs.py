@@ -1,5 +1,7 @@
 """The nightly retention job: `cleanup_job_runs` and its 02:00 schedule in the racing timezone. It prunes old
-successful runs, then the maintenance execution history beyond MAINTENANCE_HISTORY_DAYS (when that is set)."""
+successful runs (and, when RUN_RETENTION_FAILED_DAYS is set, failed, canceled and partial runs older than that), then
+the maintenance execution history beyond MAINTENANCE_HISTORY_DAYS (when that is set). The failed runs' retention is a
+setting, not run config: a run launched from the UI cannot shorten the audit trail."""
 
 # No `from __future__ import annotations` here: Dagster resolves the op's Config annotation at decoration time.
 
@@ -25,19 +27,25 @@ class CleanupConfig(dg.Config):
     older_than_days: int = DEFAULT_OLDER_THAN_DAYS
     dry_run: bool = False
     batch_size: int = DEFAULT_BATCH_SIZE
+    vacuum: bool = True  # VACUUM (ANALYZE) the emptied tables afterwards
 
 
 @dg.op(description="Delete SUCCESS runs older than the cutoff with their events and compute logs; keep the rest.",
        config_schema=literal_config_schema(CleanupConfig))
 def prune_old_successful_runs(context: dg.OpExecutionContext) -> dict:
     config = CleanupConfig(**context.op_config)
-    report = prune_successful_runs(
-        context.instance,
-        config.older_than_days,
-        dry_run=config.dry_run,
-        batch_size=config.batch_size,
-        log=context.log,
-    )
+    try:
+        report = prune_successful_runs(
+            context.instance,
+            config.older_than_days,
+            failed_older_than_days=platform_settings().run_retention_failed_days,
+            dry_run=config.dry_run,
+            batch_size=config.batch_size,
+            vacuum=config.vacuum,
+            log=context.log,
+        )
+    except ValueError as error:  # e.g. older_than_days above RUN_RETENTION_FAILED_DAYS: nothing was deleted
+        raise dg.Failure(str(error)) from error
     metadata = report.as_metadata()
     history = None if config.dry_run else _prune_history(context)
     if history is not None:
@@ -53,6 +61,9 @@ def prune_old_successful_runs(context: dg.OpExecutionContext) -> dict:
             "dry_run": report.dry_run,
             "cutoff_utc": metadata["cutoff"],
             "batches": report.batches,
+            "deleted_failed_or_partial": report.deleted_problems,
+            "failed_cutoff_utc": metadata["problem_cutoff"] or "never (RUN_RETENTION_FAILED_DAYS unset)",
+            **({"vacuum_seconds": round(report.vacuum_seconds, 3)} if report.vacuum_seconds is not None else {}),
             **({"history_rows_deleted": history.executions_deleted,
                 "history_cutoff_utc": history.cutoff.isoformat()} if history else {}),
         }

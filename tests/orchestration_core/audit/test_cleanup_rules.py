@@ -75,4 +75,5 @@ def test_cleanup_schedule_runs_nightly_in_racing_timezone() -> None:
         "older_than_days": 14,
         "dry_run": False,
         "batch_size": 500,
+        "vacuum": True,
     }
