@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import dagster as dg
 import pytest
 
-from orchestration_core.audit.cleanup import KeepReason, cleanup_cutoff, keep_reason
+from orchestration_core.audit.cleanup import KeepReason, cleanup_cutoff, failed_retention_cutoff, keep_reason
 
 pytestmark = pytest.mark.unit
 S = dg.DagsterRunStatus
@@ -77,3 +77,59 @@ def test_cleanup_schedule_runs_nightly_in_racing_timezone() -> None:
         "batch_size": 500,
         "vacuum": True,
     }
+
+
+NOW = datetime(2026, 6, 1, 2, 0, tzinfo=UTC)
+PROBLEM_CUTOFF_30 = NOW - timedelta(days=30)
+
+
+@pytest.mark.parametrize(
+    ("status", "tags", "parent_kept", "age_days", "expected"),
+    [
+        # RUN_RETENTION_FAILED_DAYS=30: problems younger than 30 days are kept, older ones are not (boundary rows)
+        (S.FAILURE, {}, False, 29.99, KeepReason.FAILED),
+        (S.FAILURE, {}, False, 30.01, None),
+        (S.CANCELED, {}, False, 29.99, KeepReason.CANCELED),
+        (S.CANCELED, {}, False, 30.01, None),
+        (S.SUCCESS, PARTIAL, False, 29.99, KeepReason.PARTIAL),
+        (S.SUCCESS, PARTIAL, False, 30.01, None),
+        (S.SUCCESS, {"racing/outcome": "failed"}, False, 30.01, None),
+        (S.SUCCESS, {"racing/outcome": "failed"}, False, 29.99, KeepReason.FAILED_OUTCOME),
+        # a recovery follows its parent (parent_kept already says whether the parent outlived the cutoff)
+        (S.SUCCESS, {}, True, 45, KeepReason.RECOVERS_KEPT_RUN),
+        (S.SUCCESS, {}, False, 45, None),
+        # what is still running never expires
+        (S.STARTED, {}, False, 400, KeepReason.IN_PROGRESS),
+        (S.QUEUED, {}, False, 400, KeepReason.IN_PROGRESS),
+    ],
+)
+def test_keep_reason_by_age_with_a_failed_runs_retention(status, tags, parent_kept, age_days, expected) -> None:
+    created = NOW - timedelta(days=age_days)
+    assert keep_reason(status, tags, parent_kept, created_at=created, problem_cutoff=PROBLEM_CUTOFF_30) == expected
+
+
+@pytest.mark.parametrize("age_days", [15, 400, 4000])
+def test_without_a_failed_runs_retention_problems_are_kept_at_any_age(age_days: int) -> None:
+    created = NOW - timedelta(days=age_days)
+    assert keep_reason(S.FAILURE, {}, False, created_at=created, problem_cutoff=None) == KeepReason.FAILED
+    assert keep_reason(S.SUCCESS, PARTIAL, False, created_at=created, problem_cutoff=None) == KeepReason.PARTIAL
+
+
+def test_a_naive_creation_time_is_read_as_utc() -> None:
+    created = (PROBLEM_CUTOFF_30 - timedelta(minutes=1)).replace(tzinfo=None)
+    assert keep_reason(S.FAILURE, {}, False, created_at=created, problem_cutoff=PROBLEM_CUTOFF_30) is None
+
+
+@pytest.mark.parametrize(
+    ("success_days", "failed_days", "expected"),
+    [(14, None, None), (14, 14, NOW - timedelta(days=14)), (14, 90, NOW - timedelta(days=90)),
+     (30, 30, NOW - timedelta(days=30))],
+)
+def test_failed_retention_cutoff(success_days, failed_days, expected) -> None:
+    assert failed_retention_cutoff(success_days, failed_days, NOW) == expected
+
+
+@pytest.mark.parametrize(("success_days", "failed_days"), [(14, 13), (30, 29), (14, 1)])
+def test_failed_retention_shorter_than_the_successes_is_refused(success_days, failed_days) -> None:
+    with pytest.raises(ValueError, match="failed runs are the audit trail"):
+        failed_retention_cutoff(success_days, failed_days, NOW)
