@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 
 import dagster as dg
@@ -82,6 +82,14 @@ class CleanupReport:
         data["duration_seconds"] = round(self.duration_seconds, 3)
         data["kept_total"] = sum(self.kept.values())
         return data
+
+
+def reindex_due(day: date, every_days: int) -> bool:
+    """Whether the nightly cleanup of `day` (the racing day it runs on) rebuilds the indexes: every `every_days`
+    days, counted from the calendar so no state is kept; 0 never."""
+    if every_days < 0:
+        raise ValueError(f"reindex_every_days must be 0 (never) or more, got {every_days}")
+    return every_days > 0 and day.toordinal() % every_days == 0
 
 
 def cleanup_cutoff(older_than_days: int, now: datetime | None = None) -> datetime:

@@ -5,13 +5,18 @@ setting, not run config: a run launched from the UI cannot shorten the audit tra
 
 # No `from __future__ import annotations` here: Dagster resolves the op's Config annotation at decoration time.
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 import dagster as dg
 
+from orchestration_core.audit.bulk_delete import reindex_tables
 from orchestration_core.audit.execution_history import HistoryPruneReport, prune_execution_history
 from orchestration_core.audit.cleanup import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_OLDER_THAN_DAYS,
     prune_successful_runs,
+    reindex_due,
 )
 from orchestration_core.run_config_rules import literal_config_schema
 from orchestration_core.run_outcome import (
@@ -28,6 +33,9 @@ class CleanupConfig(dg.Config):
     dry_run: bool = False
     batch_size: int = DEFAULT_BATCH_SIZE
     vacuum: bool = True  # VACUUM (ANALYZE) the emptied tables afterwards
+    # REINDEX TABLE CONCURRENTLY the run and event tables every this many days (0: never): the index pages the kept
+    # runs hold (orchestration_core/audit/bulk_delete.py) go back to a packed size.
+    reindex_every_days: int = 7
 
 
 @dg.op(description="Delete SUCCESS runs older than the cutoff with their events and compute logs; keep the rest.",
@@ -46,6 +54,13 @@ def prune_old_successful_runs(context: dg.OpExecutionContext) -> dict:
         )
     except ValueError as error:  # e.g. older_than_days above RUN_RETENTION_FAILED_DAYS: nothing was deleted
         raise dg.Failure(str(error)) from error
+    reindex_seconds = None
+    today = datetime.now(ZoneInfo(racing_timezone())).date()
+    if not config.dry_run and report.deleted and reindex_due(today, config.reindex_every_days):
+        try:
+            reindex_seconds = reindex_tables(context.instance)
+        except Exception as error:  # noqa: BLE001 - the deletes are done; a failed rebuild is retried next time
+            context.log.warning(f"REINDEX of the run tables failed, retried at the next due night: {error}")
     metadata = report.as_metadata()
     history = None if config.dry_run else _prune_history(context)
     if history is not None:
@@ -64,6 +79,7 @@ def prune_old_successful_runs(context: dg.OpExecutionContext) -> dict:
             "deleted_failed_or_partial": report.deleted_problems,
             "failed_cutoff_utc": metadata["problem_cutoff"] or "never (RUN_RETENTION_FAILED_DAYS unset)",
             **({"vacuum_seconds": round(report.vacuum_seconds, 3)} if report.vacuum_seconds is not None else {}),
+            **({"reindex_seconds": round(reindex_seconds, 3)} if reindex_seconds is not None else {}),
             **({"history_rows_deleted": history.executions_deleted,
                 "history_cutoff_utc": history.cutoff.isoformat()} if history else {}),
         }

@@ -162,3 +162,55 @@ def test_the_cleanup_vacuums_by_default_when_it_deleted(pg_instance: dg.DagsterI
     assert after["event_logs"] <= baseline["event_logs"] and after["runs"] <= baseline["runs"]
     # nothing deleted: no VACUUM
     assert prune_successful_runs(pg_instance, 14).vacuum_seconds is None
+
+
+# --- REINDEX: the index pages kept runs hold
+
+
+def _filenodes(engine: sa.Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return dict(conn.execute(sa.text(
+            "SELECT i.relname, i.relfilenode FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+            "JOIN pg_class t ON t.oid = x.indrelid WHERE t.relname IN ('event_logs', 'runs', 'run_tags')")).all())
+
+
+def test_reindex_rebuilds_every_run_and_event_index_and_drops_a_failed_rebuild(
+    pg_instance: dg.DagsterInstance, no_autovacuum: sa.Engine
+) -> None:
+    from orchestration_core.audit.bulk_delete import reindex_tables
+
+    factory = RunFactory(pg_instance)
+    kept = [factory.recorded(S.FAILURE, age_days=20) for _ in range(3)]
+    # What an interrupted REINDEX CONCURRENTLY leaves behind: an invalid index named <index>_ccnew.
+    with no_autovacuum.connect() as conn:
+        with pytest.raises(sa.exc.IntegrityError):
+            conn.exec_driver_sql("CREATE UNIQUE INDEX CONCURRENTLY idx_event_type_ccnew ON event_logs (run_id)")
+    before = _filenodes(no_autovacuum)
+    assert "idx_event_type_ccnew" in before and {"idx_event_type", "runs_pkey", "run_tags_pkey"} <= set(before)
+
+    assert reindex_tables(pg_instance) is not None
+
+    after = _filenodes(no_autovacuum)
+    assert "idx_event_type_ccnew" not in after
+    before.pop("idx_event_type_ccnew")
+    assert set(after) == set(before)
+    assert [name for name in before if after[name] == before[name]] == []  # every index got new storage
+    assert all(event_count(pg_instance, r.run_id) > 0 for r in kept)
+    with no_autovacuum.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM pg_index x JOIN pg_class t ON t.oid = x.indrelid "
+                                    "WHERE t.relname = 'event_logs' AND NOT x.indisvalid")).scalar() == 0
+
+
+@pytest.mark.parametrize(("every_days", "reindexed"), [(1, True), (0, False)])
+def test_the_nightly_job_reindexes_when_due(pg_instance: dg.DagsterInstance, every_days: int, reindexed: bool) -> None:
+    factory = RunFactory(pg_instance)
+    factory.recorded(S.SUCCESS, age_days=20)
+    factory.recorded(S.SUCCESS)
+    config = {"ops": {"prune_old_successful_runs": {"config": {"reindex_every_days": every_days}}}}
+    result = cleanup_job_runs.execute_in_process(instance=pg_instance, run_config=config)
+    assert result.success
+    [output] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_OUTPUT]
+    metadata = output.event_specific_data.metadata
+    assert metadata["deleted"].value == 1
+    assert ("reindex_seconds" in metadata) is reindexed
+    assert "vacuum_seconds" in metadata

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import dagster as dg
 import pytest
 
-from orchestration_core.audit.cleanup import KeepReason, cleanup_cutoff, failed_retention_cutoff, keep_reason
+from orchestration_core.audit.cleanup import (
+    KeepReason,
+    cleanup_cutoff,
+    failed_retention_cutoff,
+    keep_reason,
+    reindex_due,
+)
 
 pytestmark = pytest.mark.unit
 S = dg.DagsterRunStatus
@@ -76,6 +82,7 @@ def test_cleanup_schedule_runs_nightly_in_racing_timezone() -> None:
         "dry_run": False,
         "batch_size": 500,
         "vacuum": True,
+        "reindex_every_days": 7,
     }
 
 
@@ -133,3 +140,28 @@ def test_failed_retention_cutoff(success_days, failed_days, expected) -> None:
 def test_failed_retention_shorter_than_the_successes_is_refused(success_days, failed_days) -> None:
     with pytest.raises(ValueError, match="failed runs are the audit trail"):
         failed_retention_cutoff(success_days, failed_days, NOW)
+
+
+@pytest.mark.parametrize(
+    ("day", "every", "due"),
+    [
+        (date(2026, 12, 6), 7, True),  # a Sunday: ordinal 739956, divisible by 7
+        (date(2026, 12, 7), 7, False),
+        (date(2026, 12, 12), 7, False),
+        (date(2026, 12, 13), 7, True),
+        (date(2026, 12, 7), 1, True),
+        (date(2026, 12, 6), 0, False),
+    ],
+)
+def test_reindex_due(day: date, every: int, due: bool) -> None:
+    assert reindex_due(day, every) is due
+
+
+def test_reindex_due_once_in_every_period() -> None:
+    start = date(2026, 1, 1)
+    assert sum(reindex_due(start + timedelta(days=i), 7) for i in range(70)) == 10
+
+
+def test_reindex_due_refuses_a_negative_period() -> None:
+    with pytest.raises(ValueError, match="reindex_every_days"):
+        reindex_due(date(2026, 1, 1), -1)
