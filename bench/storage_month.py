@@ -13,8 +13,8 @@ successful re-execution (a recovery). `--maintenance-share` are maintenance runs
 execution history: one `task_executions` row each), the rest racing runs.
 
 At the end of each day the project's nightly retention runs as `cleanup_job_runs` does (`prune_successful_runs`, 14
-days, `--failed-retention-days` as RUN_RETENTION_FAILED_DAYS, its VACUUM (ANALYZE) of the emptied tables), and the
-execution history's (`--history-days` as MAINTENANCE_HISTORY_DAYS). Printed per day: the Dagster database's tables'
+days, `--failed-retention-days` as RUN_RETENTION_FAILED_DAYS, its VACUUM (ANALYZE) of the emptied tables, its weekly
+REINDEX at `--reindex-every-days`), and the execution history's (`--history-days` as MAINTENANCE_HISTORY_DAYS). Printed per day: the Dagster database's tables'
 bytes, runs kept (and those kept for a problem), event_logs rows, its dead tuples after the deletes and after the
 VACUUM (pg_stat_user_tables) against autovacuum's threshold (50 + 20% of the rows), the history's bytes. At the end:
 bytes a day of runs takes while kept, the plateau, and the yearly growth of what is kept on purpose (problem runs,
@@ -333,6 +333,8 @@ def main() -> None:
     parser.add_argument("--failed-share", type=float, default=0.02)
     parser.add_argument("--maintenance-share", type=float, default=0.8)
     parser.add_argument("--failed-retention-days", type=int, default=None, help="RUN_RETENTION_FAILED_DAYS (unset: forever)")
+    parser.add_argument("--reindex-every-days", type=int, default=7,
+                        help="the job's reindex_every_days: REINDEX TABLE CONCURRENTLY after that night's cleanup (0: never)")
     parser.add_argument("--history-days", type=int, default=None, help="MAINTENANCE_HISTORY_DAYS (unset: forever)")
     parser.add_argument("--export-bytes-per-day", type=float, default=DEFAULT_EXPORT_BYTES_PER_DAY)
     parser.add_argument("--writers", type=int, default=4, help="threads writing runs side by side")
@@ -347,8 +349,8 @@ def main() -> None:
 
     from local_stack.embedded_postgres import ensure_database, psycopg2_url, start_embedded_postgres
     from maintenance_jobs.database.migrate import upgrade
-    from orchestration_core.audit.bulk_delete import vacuum_after_delete
-    from orchestration_core.audit.cleanup import prune_successful_runs
+    from orchestration_core.audit.bulk_delete import reindex_tables, vacuum_after_delete
+    from orchestration_core.audit.cleanup import prune_successful_runs, reindex_due
     from orchestration_core.audit.execution_history import EXECUTION_HISTORY_TABLE, prune_execution_history
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -393,6 +395,9 @@ def main() -> None:
                 if report.deleted:
                     vacuum_s = vacuum_after_delete(instance)
                     force_stats_flush(instance)
+                reindex_s = None
+                if report.deleted and reindex_due(now.date(), args.reindex_every_days):
+                    reindex_s = reindex_tables(instance)
                 if args.history_days:
                     prune_execution_history(registry_url, args.history_days, now=now)
                 after_vacuum = table_stats(dagster_engine)
@@ -411,13 +416,15 @@ def main() -> None:
                     "history_bytes": history["bytes"], "history_rows": history["n_live_tup"],
                     "fabricate_s": round(fabricate_s, 1), "cleanup_s": round(cleanup_s, 1),
                     "vacuum_s": None if vacuum_s is None else round(vacuum_s, 1),
+                    "reindex_s": None if reindex_s is None else round(reindex_s, 1),
                 }
                 rows.append(row)
                 print(f"{day + 1:3d} | {mib(row['dagster_bytes'])} | {row['runs']:,} ({row['problem_runs']:,}) | "
                       f"{row['event_logs_rows']:,} | {row['event_logs_dead_after_delete']:,} / "
                       f"{row['event_logs_autovacuum_threshold']:,} | {row['event_logs_dead_after_vacuum']:,} | "
                       f"{mib(row['history_bytes'])} | {fabricate_s:.0f} | {cleanup_s:.1f} | "
-                      f"{'-' if vacuum_s is None else f'{vacuum_s:.1f}'}", flush=True)
+                      f"{'-' if vacuum_s is None else f'{vacuum_s:.1f}'}"
+                      f"{'' if reindex_s is None else f' | reindex {reindex_s:.1f} s'}", flush=True)
                 if args.json:
                     _write(args.json, args, plan, fab, rows, None)
             summary = summarize(rows, SUCCESS_RETENTION_DAYS, args.export_bytes_per_day)
