@@ -43,6 +43,8 @@ class CleanupConfig(dg.Config):
 def prune_old_successful_runs(context: dg.OpExecutionContext) -> dict:
     config = CleanupConfig(**context.op_config)
     try:
+        today = datetime.now(ZoneInfo(racing_timezone())).date()
+        reindex_today = reindex_due(today, config.reindex_every_days)  # bad config fails here, before any delete
         report = prune_successful_runs(
             context.instance,
             config.older_than_days,
@@ -55,8 +57,7 @@ def prune_old_successful_runs(context: dg.OpExecutionContext) -> dict:
     except ValueError as error:  # e.g. older_than_days above RUN_RETENTION_FAILED_DAYS: nothing was deleted
         raise dg.Failure(str(error)) from error
     reindex_seconds = None
-    today = datetime.now(ZoneInfo(racing_timezone())).date()
-    if not config.dry_run and report.deleted and reindex_due(today, config.reindex_every_days):
+    if not config.dry_run and report.deleted and reindex_today:
         try:
             reindex_seconds = reindex_tables(context.instance)
         except Exception as error:  # noqa: BLE001 - the deletes are done; a failed rebuild is retried next time

@@ -214,3 +214,12 @@ def test_the_nightly_job_reindexes_when_due(pg_instance: dg.DagsterInstance, eve
     assert metadata["deleted"].value == 1
     assert ("reindex_seconds" in metadata) is reindexed
     assert "vacuum_seconds" in metadata
+
+
+def test_a_negative_reindex_period_fails_before_anything_is_deleted(pg_instance: dg.DagsterInstance) -> None:
+    old = RunFactory(pg_instance).recorded(S.SUCCESS, age_days=20)
+    RunFactory(pg_instance).recorded(S.SUCCESS)
+    config = {"ops": {"prune_old_successful_runs": {"config": {"reindex_every_days": -1}}}}
+    result = cleanup_job_runs.execute_in_process(instance=pg_instance, run_config=config, raise_on_error=False)
+    assert not result.success
+    assert pg_instance.get_run_by_id(old.run_id) is not None
