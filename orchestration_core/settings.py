@@ -9,11 +9,14 @@ and Dagster resources still receive them through `dg.EnvVar`, so their values ne
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_RACING_TIMEZONE = "Pacific/Auckland"
 DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
+# Successful runs are kept this long (the nightly cleanup's default `older_than_days`). Failed, canceled and partial
+# runs document problems, so their own retention may not be shorter.
+SUCCESS_RETENTION_DAYS = 14
 
 # How long the gRPC server that `dagster code-server start` runs (the production command; `dagster dev` runs it too)
 # waits without a heartbeat from that proxy before it shuts down: Dagster's option `--heartbeat-ttl` (the variable
@@ -41,9 +44,22 @@ class PlatformSettings(SettingsBase):
     # Read by the nightly cleanup job (racing location), which prunes the maintenance execution history.
     maintenance_history_days: int | None = Field(
         None, ge=1, description="days the maintenance execution history is kept (unset: forever); pruned nightly")
+    run_retention_failed_days: int | None = Field(
+        None, description="days failed, canceled and partial runs (and the successes that recovered them) are kept "
+        f"(unset: forever, the audit trail); at least the success retention, {SUCCESS_RETENTION_DAYS}")
     racing_timezone: str = Field(DEFAULT_RACING_TIMEZONE, description="timezone of the racing day and its schedules")
     alert_webhook_url: SecretStr | None = Field(None, description="Slack-compatible webhook for run alerts")
     dagster_ui_url: str = Field(DEFAULT_DAGSTER_UI_URL, description="the Dagster UI as users reach it")
+
+    @field_validator("run_retention_failed_days")
+    @classmethod
+    def _not_shorter_than_success_retention(cls, days: int | None) -> int | None:
+        if days is not None and days < SUCCESS_RETENTION_DAYS:
+            raise ValueError(
+                f"RUN_RETENTION_FAILED_DAYS={days} is shorter than the {SUCCESS_RETENTION_DAYS} days successful runs "
+                f"are kept: failed runs are the audit trail; set at least {SUCCESS_RETENTION_DAYS}, or unset it to "
+                "keep them forever")
+        return days
 
 
 def platform_settings() -> PlatformSettings:

@@ -39,6 +39,9 @@ class RacingSettings(SettingsBase):
     racing_export_dir: str = Field(
         "exports", description="folder the daily Parquet export is written to (one sub-folder per table; relative "
         "paths are from the code location's working directory)")
+    racing_export_retention_days: int | None = Field(
+        None, ge=1, description="days of export files kept before today (unset: forever); each export run deletes "
+        "older day files of its own naming")
 
 
 def launch_ahead() -> dt.timedelta:

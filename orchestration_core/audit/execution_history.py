@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
+from orchestration_core.audit.bulk_delete import vacuum_tables
 from orchestration_core.postgres import create_engine
 
 EXECUTION_HISTORY_TABLE = "task_executions"
@@ -45,6 +46,9 @@ def prune_execution_history(database_url: str, days: int, now: datetime | None =
     try:
         executions = _delete_older(engine, EXECUTION_HISTORY_TABLE, "triggered_at", cutoff)
         skips = _delete_older(engine, DISPATCH_SKIPS_TABLE, "skipped_until", cutoff)
+        emptied = [table for table, n in ((EXECUTION_HISTORY_TABLE, executions), (DISPATCH_SKIPS_TABLE, skips)) if n]
+        if emptied:
+            vacuum_tables(engine.connect, emptied)  # as the run tables: the space is reused, not left to autovacuum
     finally:
         engine.dispose()
     return HistoryPruneReport(cutoff, executions, skips)

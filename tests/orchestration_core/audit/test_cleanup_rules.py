@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 import dagster as dg
 import pytest
 
-from orchestration_core.audit.cleanup import KeepReason, cleanup_cutoff, keep_reason
+from orchestration_core.audit.cleanup import (
+    KeepReason,
+    cleanup_cutoff,
+    failed_retention_cutoff,
+    keep_reason,
+    reindex_due,
+)
 
 pytestmark = pytest.mark.unit
 S = dg.DagsterRunStatus
@@ -75,4 +81,87 @@ def test_cleanup_schedule_runs_nightly_in_racing_timezone() -> None:
         "older_than_days": 14,
         "dry_run": False,
         "batch_size": 500,
+        "vacuum": True,
+        "reindex_every_days": 7,
     }
+
+
+NOW = datetime(2026, 6, 1, 2, 0, tzinfo=UTC)
+PROBLEM_CUTOFF_30 = NOW - timedelta(days=30)
+
+
+@pytest.mark.parametrize(
+    ("status", "tags", "parent_kept", "age_days", "expected"),
+    [
+        # RUN_RETENTION_FAILED_DAYS=30: problems younger than 30 days are kept, older ones are not (boundary rows)
+        (S.FAILURE, {}, False, 29.99, KeepReason.FAILED),
+        (S.FAILURE, {}, False, 30.01, None),
+        (S.CANCELED, {}, False, 29.99, KeepReason.CANCELED),
+        (S.CANCELED, {}, False, 30.01, None),
+        (S.SUCCESS, PARTIAL, False, 29.99, KeepReason.PARTIAL),
+        (S.SUCCESS, PARTIAL, False, 30.01, None),
+        (S.SUCCESS, {"racing/outcome": "failed"}, False, 30.01, None),
+        (S.SUCCESS, {"racing/outcome": "failed"}, False, 29.99, KeepReason.FAILED_OUTCOME),
+        # a recovery follows its parent (parent_kept already says whether the parent outlived the cutoff)
+        (S.SUCCESS, {}, True, 45, KeepReason.RECOVERS_KEPT_RUN),
+        (S.SUCCESS, {}, False, 45, None),
+        # what is still running never expires
+        (S.STARTED, {}, False, 400, KeepReason.IN_PROGRESS),
+        (S.QUEUED, {}, False, 400, KeepReason.IN_PROGRESS),
+    ],
+)
+def test_keep_reason_by_age_with_a_failed_runs_retention(status, tags, parent_kept, age_days, expected) -> None:
+    created = NOW - timedelta(days=age_days)
+    assert keep_reason(status, tags, parent_kept, created_at=created, problem_cutoff=PROBLEM_CUTOFF_30) == expected
+
+
+@pytest.mark.parametrize("age_days", [15, 400, 4000])
+def test_without_a_failed_runs_retention_problems_are_kept_at_any_age(age_days: int) -> None:
+    created = NOW - timedelta(days=age_days)
+    assert keep_reason(S.FAILURE, {}, False, created_at=created, problem_cutoff=None) == KeepReason.FAILED
+    assert keep_reason(S.SUCCESS, PARTIAL, False, created_at=created, problem_cutoff=None) == KeepReason.PARTIAL
+
+
+def test_a_naive_creation_time_is_read_as_utc() -> None:
+    created = (PROBLEM_CUTOFF_30 - timedelta(minutes=1)).replace(tzinfo=None)
+    assert keep_reason(S.FAILURE, {}, False, created_at=created, problem_cutoff=PROBLEM_CUTOFF_30) is None
+
+
+@pytest.mark.parametrize(
+    ("success_days", "failed_days", "expected"),
+    [(14, None, None), (14, 14, NOW - timedelta(days=14)), (14, 90, NOW - timedelta(days=90)),
+     (30, 30, NOW - timedelta(days=30))],
+)
+def test_failed_retention_cutoff(success_days, failed_days, expected) -> None:
+    assert failed_retention_cutoff(success_days, failed_days, NOW) == expected
+
+
+@pytest.mark.parametrize(("success_days", "failed_days"), [(14, 13), (30, 29), (14, 1)])
+def test_failed_retention_shorter_than_the_successes_is_refused(success_days, failed_days) -> None:
+    with pytest.raises(ValueError, match="failed runs are the audit trail"):
+        failed_retention_cutoff(success_days, failed_days, NOW)
+
+
+@pytest.mark.parametrize(
+    ("day", "every", "due"),
+    [
+        (date(2026, 12, 6), 7, True),  # a Sunday: ordinal 739956, divisible by 7
+        (date(2026, 12, 7), 7, False),
+        (date(2026, 12, 12), 7, False),
+        (date(2026, 12, 13), 7, True),
+        (date(2026, 12, 7), 1, True),
+        (date(2026, 12, 6), 0, False),
+    ],
+)
+def test_reindex_due(day: date, every: int, due: bool) -> None:
+    assert reindex_due(day, every) is due
+
+
+def test_reindex_due_once_in_every_period() -> None:
+    start = date(2026, 1, 1)
+    assert sum(reindex_due(start + timedelta(days=i), 7) for i in range(70)) == 10
+
+
+def test_reindex_due_refuses_a_negative_period() -> None:
+    with pytest.raises(ValueError, match="reindex_every_days"):
+        reindex_due(date(2026, 1, 1), -1)
