@@ -371,7 +371,7 @@ class ComposeSampler(Sampler):
 
     def containers(self) -> dict[str, str]:
         """service -> container id of the deployment's long-lived services."""
-        out = self._docker("ps", "-q", "--filter", f"label=com.docker.compose.project={self.stack.project}",
+        out = self._docker("ps", "--filter", f"label=com.docker.compose.project={self.stack.project}",
                            "--format", '{{.ID}} {{.Label "com.docker.compose.service"}}')
         return {svc: cid for cid, svc in (line.split() for line in out.splitlines() if len(line.split()) == 2)
                 if svc in self.long_running}
