@@ -33,7 +33,10 @@ import time
 from pathlib import Path
 
 PROJECTION_DAYS = 30
-RUN_WORKER_MARKERS = ("execute_run", "execute_step", "resume_run")
+# A run worker: the gRPC server starts each run in a `multiprocessing` spawn child, the CLI's form is `dagster api
+# execute_run`; the steps of the multiprocess executor are its children. The server's multiprocessing resource
+# tracker lives as long as the server and counts with it.
+RUN_WORKER_MARKERS = ("multiprocessing.spawn", "execute_run", "execute_step", "resume_run")
 SERIES = ("daemon", "code-server", "run-workers")
 
 CODE_LOCATION = '''\
@@ -116,7 +119,7 @@ def ppid_from_stat(text: str) -> int:
 
 
 def is_run_worker(cmdline: list[str]) -> bool:
-    """A run or step worker (`dagster api execute_run ...`), launched per run."""
+    """A run or step worker, launched per run."""
     return any(marker in part for part in cmdline for marker in RUN_WORKER_MARKERS)
 
 

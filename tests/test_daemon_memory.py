@@ -55,18 +55,24 @@ def test_the_parent_pid_of_this_process_is_read_from_proc() -> None:
 
 
 def test_each_tree_is_summed_and_run_workers_are_counted_apart() -> None:
-    parents = {1: 0, 10: 1, 11: 10, 20: 1, 21: 20, 22: 21, 23: 22, 30: 1}
+    parents = {1: 0, 10: 1, 11: 10, 20: 1, 21: 20, 22: 21, 23: 22, 24: 21, 25: 21, 26: 25, 30: 1}
     cmdlines = {
         10: ["/venv/bin/dagster-daemon", "run", "-w", "workspace.yaml"],
         11: ["/venv/bin/python", "-m", "dagster", "api", "execute_run", "{}"],  # launched under the daemon
         20: ["/venv/bin/dagster", "code-server", "start", "-p", "4000"],
         21: ["/venv/bin/python", "-m", "dagster", "api", "grpc", "--lazy-load-user-code"],
-        22: ["/venv/bin/python", "-m", "dagster", "api", "execute_run", "{}"],
-        23: ["/venv/bin/python", "-c", "from multiprocessing.spawn import spawn_main"],  # a step of that run
+        # a run the gRPC server started (spawn child), and a step of that run
+        22: ["/venv/bin/python", "-B", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=12, "
+             "pipe_handle=18)", "--multiprocessing-fork"],
+        23: ["/venv/bin/python", "-B", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()"],
+        24: ["/venv/bin/python", "-B", "-c", "from multiprocessing.resource_tracker import main;main(11)"],
+        25: ["/venv/bin/python", "-m", "dagster", "api", "execute_run", "{}"],
+        26: ["/bin/sh", "-c", "true"],  # a child of a run worker
         30: ["/bin/sleep", "5"],  # not ours
     }
     assert daemon_memory.classify_tree({"daemon": 10, "code-server": 20}, parents, cmdlines) == {
-        10: "daemon", 11: "run-workers", 20: "code-server", 21: "code-server", 22: "run-workers", 23: "run-workers"}
+        10: "daemon", 11: "run-workers", 20: "code-server", 21: "code-server", 22: "run-workers", 23: "run-workers",
+        24: "code-server", 25: "run-workers", 26: "run-workers"}
 
 
 def test_a_root_that_has_exited_contributes_nothing() -> None:
