@@ -4,12 +4,13 @@ timed test (BENCHMARKS.md "Dagster's own growth").
 
     python bench/daemon_memory.py --minutes 75 --json /var/tmp/daemon-memory/default.json
     python bench/daemon_memory.py --minutes 75 --malloc-arena-max 2 --json /var/tmp/daemon-memory/arenas2.json
+    python bench/daemon_memory.py --report /var/tmp/daemon-memory/default.samples.jsonl   # again, from the samples
 
 Load, a busy deployment in miniature: one trivial job, a schedule every minute and a sensor (minimum interval 30 s)
 that alternately requests a run with a fresh run key and skips with a reason; Postgres run, event-log and schedule
 storage, the default run launcher behind the QueuedRunCoordinator. Every `--every-seconds` it samples the PSS
 (/proc/PID/smaps_rollup) of the daemon's process tree, of the code server's tree (the `code-server start` process and
-the gRPC server it spawns) and, apart, of the run workers. The report (also on SIGTERM/SIGINT, with what was
+the gRPC server it spawns) and, apart, of the run workers alive at that moment (mean and maximum). The report (also on SIGTERM/SIGINT, with what was
 sampled) gives each series' first and last value after the warm-up, its least-squares slope per hour and the value in
 30 days at that slope. `--malloc-arena-max N` sets MALLOC_ARENA_MAX for both processes (whether glibc arenas explain
 the growth); `--tracemalloc` traces the daemon's allocations and prints the largest growth between a snapshot at the
@@ -172,7 +173,12 @@ def summarize(samples: list[dict], warmup_minutes: float) -> dict:
     start = samples[0]["t"] if samples else 0
     for series in SERIES:
         points = [((s["t"] - start) / 3600, s["pss_mib"][series]) for s in samples if series in s["pss_mib"]]
-        report[series] = trend(points, warmup_minutes / 60)
+        if series == "run-workers":  # a run worker lives seconds: what is alive at a sample has no trend
+            values = [v for t, v in points if t >= warmup_minutes / 60]
+            report[series] = ({"samples": len(values), "mean": round(statistics.fmean(values), 1),
+                               "max": round(max(values), 1)} if values else {"samples": 0})
+        else:
+            report[series] = trend(points, warmup_minutes / 60)
     if len(samples) >= 2 and report["duration_hours"]:
         done = sum(samples[-1].get("runs", {}).values()) - sum(samples[0].get("runs", {}).values())
         report["runs_per_hour"] = round(done / report["duration_hours"], 1)
@@ -185,7 +191,10 @@ def format_report(report: dict) -> str:
              f"runs by status {report['runs']} ({report.get('runs_per_hour', '?')} per hour)"]
     for series in SERIES:
         t = report[series]
-        if "per_hour" in t:
+        if "mean" in t:
+            lines.append(f"  {series:12} alive at a sample: mean {t['mean']:7.1f} MiB  max {t['max']:7.1f} MiB  "
+                         f"({t['samples']} samples)")
+        elif "per_hour" in t:
             lines.append(f"  {series:12} first {t['first']:7.1f} MiB  last {t['last']:7.1f} MiB  "
                          f"slope {t['per_hour']:+6.2f} MiB/h  in 30 days {t['in_30_days']:8.1f} MiB  "
                          f"({t['samples']} samples over {t['hours']} h)")
@@ -323,7 +332,13 @@ def main(argv: list[str] | None = None) -> int:
                                                   "and the processes' logs (.logs/)")
     parser.add_argument("--malloc-arena-max", type=int, help="MALLOC_ARENA_MAX for the daemon and the code server")
     parser.add_argument("--tracemalloc", action="store_true", help="trace the daemon's allocations (slower daemon)")
+    parser.add_argument("--report", type=Path, metavar="SAMPLES_JSONL",
+                        help="print the report of a finished run's samples (with --warmup-minutes) and exit")
     args = parser.parse_args(argv)
+    if args.report:
+        samples = [json.loads(line) for line in args.report.read_text().splitlines() if line.strip()]
+        print(format_report(summarize(samples, args.warmup_minutes)))
+        return 0
 
     stop = {"signal": None}
 

@@ -2,6 +2,7 @@
 hour is spent on one."""
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -143,3 +144,22 @@ def test_the_code_location_has_nothing_from_this_project() -> None:
     source = (REPO_ROOT / "bench" / "daemon_memory.py").read_text()
     for package in ("racing_orchestration", "maintenance_jobs", "orchestration_core", "control_api", "local_stack"):
         assert f"import {package}" not in source and f"from {package}" not in source
+
+
+def test_run_workers_report_the_mean_and_maximum_alive_after_the_warmup_not_a_trend() -> None:
+    samples = [sample(0, 1, 1) | {"pss_mib": {"daemon": 1, "code-server": 1, "run-workers": 900.0}},
+               sample(30, 1, 1) | {"pss_mib": {"daemon": 1, "code-server": 1, "run-workers": 0.0}},
+               sample(40, 1, 1) | {"pss_mib": {"daemon": 1, "code-server": 1, "run-workers": 300.0}},
+               sample(50, 1, 1) | {"pss_mib": {"daemon": 1, "code-server": 1, "run-workers": 120.0}}]
+    report = daemon_memory.summarize(samples, warmup_minutes=20)
+    assert report["run-workers"] == {"samples": 3, "mean": 140.0, "max": 300.0}
+    assert "mean   140.0 MiB  max   300.0 MiB" in daemon_memory.format_report(report)
+
+
+def test_the_report_can_be_printed_again_from_the_samples(tmp_path, capsys) -> None:
+    rows = [sample(0, 50, 100), sample(20, 100, 200), sample(80, 102, 210)]
+    path = tmp_path / "run.samples.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert daemon_memory.main(["--report", str(path), "--warmup-minutes", "20"]) == 0
+    daemon_line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("daemon"))
+    assert "first   100.0 MiB" in daemon_line and "+2.00 MiB/h" in daemon_line
