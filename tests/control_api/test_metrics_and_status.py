@@ -177,7 +177,8 @@ def test_stats_counts_maintenance_runs_of_the_last_24h(api: RunningApi) -> None:
     with api.client() as client:
         client.put("/tasks/sync_ollama_docs_monthly", json={"enabled": False})
         stats = client.get("/stats").json()
-    assert stats["tasks_enabled"] == 2 and stats["tasks_currently_running"] == 1
+    # Seeded enabled: the config backup, the Postgres backup and the two doc syncs; one sync was just disabled.
+    assert stats["tasks_enabled"] == 3 and stats["tasks_currently_running"] == 1
     assert stats["concurrent_limit"] == 5 and stats["scheduler_running"] is False
     assert stats["execution_stats_24h"] == {"pending": 0, "running": 1, "success": 2, "failed": 1, "canceled": 0,
                                             "timeout": 1}
