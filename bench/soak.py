@@ -76,6 +76,20 @@ def classify_local_process(cmdline: list[str]) -> str:
     return "other"
 
 
+CONTAINER_FORMAT = '{{.ID}} {{.Label "com.docker.compose.service"}}'
+
+
+def long_running_containers(ps_output: str, long_running: tuple[str, ...]) -> dict[str, str]:
+    """service -> container id from `docker ps --format CONTAINER_FORMAT` (not `-q`, which prints the ids alone and
+    so would match no service); one-shot services and run containers (no service label) are left out."""
+    out = {}
+    for line in ps_output.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[1] in long_running:
+            out[fields[1]] = fields[0]
+    return out
+
+
 def services_of(cmdlines: dict[int, list[str]], parents: dict[int, int]) -> dict[int, str]:
     """pid -> service for a process tree: a process its command line does not name (a multiprocessing resource
     tracker, a shell) belongs to its nearest named ancestor's service."""
@@ -372,9 +386,8 @@ class ComposeSampler(Sampler):
     def containers(self) -> dict[str, str]:
         """service -> container id of the deployment's long-lived services."""
         out = self._docker("ps", "--filter", f"label=com.docker.compose.project={self.stack.project}",
-                           "--format", '{{.ID}} {{.Label "com.docker.compose.service"}}')
-        return {svc: cid for cid, svc in (line.split() for line in out.splitlines() if len(line.split()) == 2)
-                if svc in self.long_running}
+                           "--format", CONTAINER_FORMAT)
+        return long_running_containers(out, self.long_running)
 
     def services(self) -> dict[str, list[int]]:
         out = {}

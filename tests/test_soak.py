@@ -196,3 +196,12 @@ u_str ESTAB 0 0 * 501 * 500 users:(("y",pid=10,fd=3))
 def test_each_postgres_connection_is_traced_to_its_clients_pid() -> None:
     # The third server end's client is gone from the listing (it closed meanwhile): not counted, not guessed.
     assert soak.unix_socket_clients(SS_TEXT, "/d/pgdata/.s.PGSQL.") == [700, 701]
+
+
+def test_the_compose_sampler_finds_each_long_running_services_container() -> None:
+    ps = "a1b2c3 daemon\nd4e5f6 postgres\n0a0b0c migrate\n778899 \nffeedd webserver\n"
+    assert soak.long_running_containers(ps, ("daemon", "postgres", "webserver")) == {
+        "daemon": "a1b2c3", "postgres": "d4e5f6", "webserver": "ffeedd"}
+    # What `docker ps -q` prints (ids alone) matches no service: the format must name the service label.
+    assert soak.long_running_containers("a1b2c3\nd4e5f6\n", ("daemon",)) == {}
+    assert "com.docker.compose.service" in soak.CONTAINER_FORMAT
