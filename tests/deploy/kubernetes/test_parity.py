@@ -295,3 +295,52 @@ def test_guard_problems_name_a_missing_guard_or_bound(command, bound, limit, pro
         assert problems == []
     else:
         assert len(problems) == 1 and problems[0].startswith(problem), problems
+
+
+# --- the code servers under the memory guard, as the daemon -------------------------------------------------------
+
+CODE_SERVERS = {"code-racing": "racing_orchestration", "code-maintenance": "maintenance_jobs"}
+
+
+def code_server_guard_problems(command: list[str], name: str, bound: str | None, limit_mib: float) -> list[str]:
+    """What keeps a code server's container from restarting it in place before its hard limit."""
+    prefix = ["python", "-m", "orchestration_core.memory_guard", "--name", name, "--", "dagster", "code-server", "start"]
+    problems = [] if command[:len(prefix)] == prefix else [f"not `dagster code-server start` under the guard: {command}"]
+    if bound is None or not bound.isdigit() or int(bound) == 0:
+        problems.append(f"no restart bound: {GUARD_BOUND}={bound!r}")
+    elif int(bound) > limit_mib / 2:
+        problems.append(f"bound {bound} MiB above half the {limit_mib:g} MiB memory limit")
+    return problems
+
+
+def kubernetes_code_server(name: str) -> tuple[list[str], str | None, float]:
+    location = CODE_SERVERS[name]
+    [container] = [c for spec in pod_specs(OBJECTS).values() for c in spec["containers"]
+                   if "code-server" in c.get("command", []) and location in c["command"]]
+    bound = next((e.get("value") for e in container.get("env", []) if e["name"] == GUARD_BOUND), None)
+    return container["command"], bound, memory_mib(container["resources"]["limits"]["memory"], "kubernetes")
+
+
+@pytest.mark.parametrize("name", sorted(CODE_SERVERS))
+def test_each_code_server_runs_under_the_memory_guard_bounded_at_most_half_its_limit_in_both_forms(name) -> None:
+    service = load_compose()["services"][name]
+    compose_bound = interpolate(service["environment"][GUARD_BOUND], {})
+    compose_limit = memory_mib(service["deploy"]["resources"]["limits"]["memory"], "compose")
+    assert code_server_guard_problems(service["command"], name, compose_bound, compose_limit) == []
+    command, bound, limit = kubernetes_code_server(name)
+    assert code_server_guard_problems(command, name, bound, limit) == []
+    assert compose_bound == bound == env_example()["CODE_SERVER_RESTART_ABOVE_MIB"]
+    # The same served command in both forms, after the guard's `--`.
+    assert service["command"][service["command"].index("--"):] == command[command.index("--"):]
+
+
+@pytest.mark.parametrize(("command", "bound", "problem"), [
+    (["python", "-m", "orchestration_core.memory_guard", "--name", "code-racing", "--", "dagster", "code-server",
+      "start"], "512", None),
+    (["dagster", "code-server", "start"], "512", "not `dagster code-server start` under the guard"),
+    (["python", "-m", "orchestration_core.memory_guard", "--name", "code-racing", "--", "dagster", "code-server",
+      "start"], "600", "bound 600 MiB above half"),
+])
+def test_code_server_guard_problems_name_a_missing_guard_or_bound(command, bound, problem) -> None:
+    problems = code_server_guard_problems(command, "code-racing", bound, 1024)
+    assert problems == [] if problem is None else (len(problems) == 1 and problems[0].startswith(problem))
