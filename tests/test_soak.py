@@ -205,3 +205,24 @@ def test_the_compose_sampler_finds_each_long_running_services_container() -> Non
     # What `docker ps -q` prints (ids alone) matches no service: the format must name the service label.
     assert soak.long_running_containers("a1b2c3\nd4e5f6\n", ("daemon",)) == {}
     assert "com.docker.compose.service" in soak.CONTAINER_FORMAT
+
+
+def test_guard_restarts_are_counted_by_the_name_each_guard_watches() -> None:
+    log = ("memory-guard: dagster-daemon: restart above 384 MiB of tree PSS, read every 30 s\n"
+           "memory-guard: dagster-daemon restarting: tree PSS 402 MiB above 384 MiB (restart 1)\n"
+           "memory-guard: pid 604 still running 60 s after SIGTERM: SIGKILL\n"
+           "memory-guard: code-racing restarting: tree PSS 530 MiB above 512 MiB (restart 1)\n"
+           "memory-guard: dagster-daemon restarting: tree PSS 399 MiB above 384 MiB (restart 2)\n"
+           "a run log quoting memory-guard: x restarting: is not a restart\n")
+    assert soak.guard_restarts(log) == {"dagster-daemon": 2, "code-racing": 1}
+
+
+@pytest.mark.parametrize(("stdout", "stderr", "code", "expected"), [
+    ('{"day": "2026-12-06", "checked": 5, "mismatches": []}', "", 0,
+     {"day": "2026-12-06", "checked": 5, "mismatches": []}),
+    ("", "racing: error: invalid choice: 'verify-checks'", 2,
+     {"error": "racing: error: invalid choice: 'verify-checks'", "exit": 2}),
+])
+def test_verify_checks_answer_or_what_was_said_instead(stdout, stderr, code, expected) -> None:
+    done = subprocess.CompletedProcess(["racing"], code, stdout=stdout, stderr=stderr)
+    assert soak.verify_checks(done) == expected
