@@ -50,13 +50,19 @@ BACKUP_SEED_TASK = "backup_postgres_nightly"
 
 
 # --- pure helpers (tests/bench/test_soak.py) -------------------------------------------------------------------------
+SPAWNED = "spawned"  # a multiprocessing child, placed by its parent
+
+
 def classify_local_process(cmdline: list[str]) -> str:
     """Which service of the local stack a process belongs to, from its command line. Run workers are not long-lived:
     they are counted apart and kept out of the slopes."""
     text = " ".join(cmdline)
-    # dagster dev's code servers start each run in a multiprocessing child of their own.
-    if "execute_run" in text or "execute_step" in text or "api execute" in text or "multiprocessing.spawn" in text:
+    if "execute_run" in text or "execute_step" in text or "api execute" in text:
         return "run-workers"
+    # dagster dev's code servers start each run in a multiprocessing child of their own; `maintenance-api --workers N`
+    # serves from such children too. Whose it is, its parent says (services_of).
+    if "multiprocessing.spawn" in text:
+        return SPAWNED
     if text.startswith("postgres") or "/bin/postgres" in text or " postgres:" in f" {text}":
         return "postgres"
     if "dagster-daemon" in text or "dagster._daemon" in text:
@@ -101,15 +107,19 @@ def guard_restarts(log_text: str) -> dict[str, int]:
 
 def services_of(cmdlines: dict[int, list[str]], parents: dict[int, int]) -> dict[int, str]:
     """pid -> service for a process tree: a process its command line does not name (a multiprocessing resource
-    tracker, a shell) belongs to its nearest named ancestor's service."""
+    tracker, a shell) belongs to its nearest named ancestor's service. A multiprocessing child is a run worker when
+    a code server (or nothing named) spawned it, and part of its ancestor's service otherwise (the API's workers)."""
     named = {pid: classify_local_process(cmdline) for pid, cmdline in cmdlines.items()}
     out = {}
     for pid in cmdlines:
         current, seen = pid, set()
-        while named.get(current, "other") == "other" and current in parents and current not in seen:
+        while named.get(current, "other") in ("other", SPAWNED) and current in parents and current not in seen:
             seen.add(current)
             current = parents[current]
-        out[pid] = named.get(current, "other")
+        service = named.get(current, "other")
+        if SPAWNED in (named[pid], *(named.get(p) for p in seen)):
+            service = "run-workers" if service in ("code-racing", "code-maintenance", "other", SPAWNED) else service
+        out[pid] = service
     return out
 
 

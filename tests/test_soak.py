@@ -226,3 +226,16 @@ def test_guard_restarts_are_counted_by_the_name_each_guard_watches() -> None:
 def test_verify_checks_answer_or_what_was_said_instead(stdout, stderr, code, expected) -> None:
     done = subprocess.CompletedProcess(["racing"], code, stdout=stdout, stderr=stderr)
     assert soak.verify_checks(done) == expected
+
+
+def test_a_spawned_worker_of_the_control_api_counts_as_the_api_and_one_of_a_code_server_as_a_run_worker() -> None:
+    # `maintenance-api --workers 2` serves from multiprocessing spawn children of its supervisor, as the code servers
+    # start each run: only the code servers' are run workers.
+    spawn = ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5)",
+             "--multiprocessing-fork"]
+    cmdlines = {30: ["python", "-m", "control_api", "--workers", "2"], 31: spawn, 32: spawn,
+                40: ["python", "-m", "dagster", "api", "grpc", "--module-name", "maintenance_jobs.definitions"],
+                41: spawn, 50: spawn}
+    parents = {30: 1, 31: 30, 32: 30, 40: 1, 41: 40, 50: 1}
+    assert soak.services_of(cmdlines, parents) == {30: "api", 31: "api", 32: "api", 40: "code-maintenance",
+                                                   41: "run-workers", 50: "run-workers"}
