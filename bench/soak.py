@@ -185,13 +185,18 @@ def series(samples: list[dict], field: str) -> dict[str, list[tuple[float, float
 
 
 def trend(points: list[tuple[float, float]], warmup_hours: float) -> dict:
-    """First and last value after the warm-up, the slope per hour over it and the value in 30 days at that slope."""
+    """First and last value after the warm-up, the slope per hour over it and the value in 30 days at that slope, and
+    the slope over the later half of it alone: a cache filling up to its bound (SQLAlchemy's reflection caches in the
+    code servers, BENCHMARKS.md "Dagster's own growth") climbs early and then stays flat, a leak keeps its slope."""
     kept = [(t, v) for t, v in points if t >= warmup_hours]
     if len(kept) < 2:
         return {"samples": len(kept)}
     slope = slope_per_hour(kept)
+    middle = kept[0][0] + (kept[-1][0] - kept[0][0]) / 2
+    late = slope_per_hour([(t, v) for t, v in kept if t >= middle])
     return {"samples": len(kept), "hours": round(kept[-1][0] - kept[0][0], 2), "first": round(kept[0][1], 1),
             "last": round(kept[-1][1], 1), "per_hour": round(slope, 2),
+            "late_per_hour": None if late is None else round(late, 2),
             "in_30_days": round(kept[-1][1] + slope * 24 * PROJECTION_DAYS, 1)}
 
 
@@ -610,12 +615,13 @@ def print_report(outs: list[Path], warmup_minutes: float = WARMUP_MINUTES) -> No
           f"{warmup_minutes:.0f}-minute warm-up)")
     for form, (meta, report) in reports.items():
         print(f"\n== {form}: {report['duration_hours']} h, {report['samples']} samples, runs {report['runs']}")
-        print(f"{'service':<20}{'first MiB':>10}{'last MiB':>10}{'MiB/h':>8}{'30 days':>9}  goal")
+        print(f"{'service':<20}{'first MiB':>10}{'last MiB':>10}{'MiB/h':>8}{'late half':>10}{'30 days':>9}  goal")
         memory = report["docker_mib"] or report["pss_mib"]
         for name, t in memory.items():
             if "per_hour" in t:
                 goal = "ok" if t["per_hour"] <= GOAL_MIB_PER_HOUR else "ABOVE"
-                print(f"{name:<20}{t['first']:>10}{t['last']:>10}{t['per_hour']:>8}{t['in_30_days']:>9}  {goal}")
+                print(f"{name:<20}{t['first']:>10}{t['last']:>10}{t['per_hour']:>8}{str(t['late_per_hour']):>10}"
+                      f"{t['in_30_days']:>9}  {goal}")
         for field in ("fds", "pg_connections", "db_mib", "dead_tuples", "folders_mib", "containers", "volumes"):
             figures = {n: t for n, t in report[field].items() if "per_hour" in t}
             if figures:

@@ -239,3 +239,15 @@ def test_a_spawned_worker_of_the_control_api_counts_as_the_api_and_one_of_a_code
     parents = {30: 1, 31: 30, 32: 30, 40: 1, 41: 40, 50: 1}
     assert soak.services_of(cmdlines, parents) == {30: "api", 31: "api", 32: "api", 40: "code-maintenance",
                                                    41: "run-workers", 50: "run-workers"}
+
+
+@pytest.mark.parametrize(("points", "per_hour", "late_per_hour"), [
+    # A cache filling to its bound: +8 MiB in the first half hour after the warm-up, flat for the next 3.5 hours.
+    # numpy.polyfit over the same points: 0.837 MiB/h.
+    ([(0.5 + i / 6, 200 + min(i, 3) * 8 / 3) for i in range(25)], 0.84, 0.0),
+    # A leak: the same slope all the way.
+    ([(0.5 + i / 6, 200 + 3 * i / 6) for i in range(25)], 3.0, 3.0),
+])
+def test_the_later_half_s_slope_tells_a_filling_cache_from_a_leak(points, per_hour, late_per_hour) -> None:
+    report = soak.trend(points, warmup_hours=1 / 3)
+    assert (report["per_hour"], report["late_per_hour"]) == (per_hour, late_per_hour)
