@@ -106,6 +106,19 @@ if _out and tracemalloc.is_tracing():
 
 # --- pure parts ---------------------------------------------------------------------------------------------------
 
+def plateau_from(rows: list[tuple[int, float]], tolerance_mib: float = 1.0) -> int | None:
+    """The first count after which memory stays within `tolerance_mib` of the last reading, from (count, MiB) rows;
+    None when it is still climbing at the last row before it (no two readings agree at the end)."""
+    if len(rows) < 2:
+        return None
+    last = rows[-1][1]
+    start = len(rows) - 1
+    while start > 0 and abs(rows[start - 1][1] - last) <= tolerance_mib:
+        start -= 1
+    return rows[start][0] if start < len(rows) - 1 else None
+
+
+
 def pss_kib_from_smaps_rollup(text: str) -> int:
     """The `Pss:` line of /proc/PID/smaps_rollup, in KiB."""
     for line in text.splitlines():
@@ -323,6 +336,37 @@ def dagster_command(name: str) -> str:
     return str(beside) if beside.exists() else (shutil.which(name) or name)
 
 
+def instance_churn(count: int, every: int = 100) -> int:
+    """Open, use and close `count` instances on one embedded Postgres (see the module docstring)."""
+    import gc
+
+    import dagster as dg
+
+    work = Path(tempfile.mkdtemp(prefix="instance-churn-"))
+    server, postgres_url = start_postgres(work / "pgdata")
+    (work / "dagster.yaml").write_text(dagster_yaml(postgres_url))
+    os.environ["DAGSTER_HOME"] = str(work)
+    rows: list[tuple[int, float]] = []
+    try:
+        started = time.monotonic()
+        for n in range(count + 1):
+            if n % every == 0:
+                gc.collect()
+                pss = pss_kib_from_smaps_rollup(Path("/proc/self/smaps_rollup").read_text()) / 1024
+                rows.append((n, pss))
+                print(f"{n:>6} instances  PSS {pss:7.1f} MiB  objects {len(gc.get_objects()):>8}  "
+                      f"{time.monotonic() - started:6.0f} s", flush=True)
+            with dg.DagsterInstance.get() as instance:  # a new instance from DAGSTER_HOME's dagster.yaml each time
+                instance.get_run_by_id("0" * 36)
+    finally:
+        server.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    plateau = plateau_from(rows)
+    print(f"growth {rows[-1][1] - rows[0][1]:+.1f} MiB over {count} instances; "
+          + (f"flat (within 1 MiB) from {plateau} instances on" if plateau is not None else "still climbing"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=75.0)
@@ -332,9 +376,13 @@ def main(argv: list[str] | None = None) -> int:
                                                   "and the processes' logs (.logs/)")
     parser.add_argument("--malloc-arena-max", type=int, help="MALLOC_ARENA_MAX for the daemon and the code server")
     parser.add_argument("--tracemalloc", action="store_true", help="trace the daemon's allocations (slower daemon)")
+    parser.add_argument("--instances", type=int, metavar="N",
+                        help="open and close N instances in this process instead (the code server's growth)")
     parser.add_argument("--report", type=Path, metavar="SAMPLES_JSONL",
                         help="print the report of a finished run's samples (with --warmup-minutes) and exit")
     args = parser.parse_args(argv)
+    if args.instances:
+        return instance_churn(args.instances)
     if args.report:
         samples = [json.loads(line) for line in args.report.read_text().splitlines() if line.strip()]
         print(format_report(summarize(samples, args.warmup_minutes)))

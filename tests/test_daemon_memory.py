@@ -163,3 +163,19 @@ def test_the_report_can_be_printed_again_from_the_samples(tmp_path, capsys) -> N
     assert daemon_memory.main(["--report", str(path), "--warmup-minutes", "20"]) == 0
     daemon_line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("daemon"))
     assert "first   100.0 MiB" in daemon_line and "+2.00 MiB/h" in daemon_line
+
+
+@pytest.mark.parametrize(("rows", "expected"), [
+    # Climbing, then flat within 1 MiB from 300 on.
+    ([(0, 84.0), (100, 126.7), (200, 137.1), (300, 140.5), (400, 140.7), (500, 140.8)], 300),
+    # Exactly 1 MiB below the last reading still counts as flat; 1.1 does not.
+    ([(0, 80.0), (100, 99.0), (200, 100.0)], 100),
+    ([(0, 80.0), (100, 98.9), (200, 100.0)], None),
+    # Still climbing at the end: no plateau.
+    ([(0, 80.0), (100, 90.0), (200, 100.0), (300, 110.0)], None),
+    # Flat from the start.
+    ([(0, 80.0), (100, 80.5), (200, 80.2)], 0),
+    ([(0, 80.0)], None),
+])
+def test_the_plateau_is_where_memory_stops_moving(rows, expected) -> None:
+    assert daemon_memory.plateau_from(rows) == expected
