@@ -1,8 +1,10 @@
 """Write the images' pinned requirement locks from the versions installed in this virtualenv.
 
-The mirror has no lock tool, so the lock is the dependency closure of the project's runtime requirements as resolved
-in `.venv` (which `make install` built from pyproject.toml): every distribution the roots need, pinned `==`.
-Run `.venv/bin/python deploy/lock_requirements.py` after changing dependencies, then commit both locks.
+The mirror has no lock tool, so a lock is the dependency closure of some of the project's runtime requirements as
+resolved in `.venv` (which `make install` built from pyproject.toml): every distribution the roots need, pinned `==`.
+Three locks: the webserver/daemon image's, the user-code image's, and what the Kubernetes form's run launcher adds to
+either image (deploy/Dockerfile.* install it with `--build-arg KUBERNETES=1`; compose builds without it).
+Run `.venv/bin/python deploy/lock_requirements.py` after changing dependencies, then commit the locks.
 """
 
 from __future__ import annotations
@@ -28,10 +30,18 @@ DAGSTER_IMAGE_ROOTS = (
     "dagster-graphql",
     "dagster-postgres",
     "dagster-docker",
-    "dagster-k8s",  # the Kubernetes form's K8sRunLauncher runs in the daemon and webserver (deploy/kubernetes)
     "sqlalchemy",
     "psycopg2-binary",
 )
+# The Kubernetes form's K8sRunLauncher (deploy/kubernetes) runs in the daemon and webserver, and its run pods rebuild
+# the instance, launcher included, from the user-code image. With the Kubernetes client, google-auth, cryptography
+# and aiohttp it is ~120 MB of each image that compose, launching runs through Docker, never loads.
+KUBERNETES_ROOTS = ("dagster-k8s",)
+# The UI and its GraphQL schema run in the webserver only: the project's code reaches the webserver over HTTP
+# (orchestration_core/dagster_webserver.py, httpx), and code servers, run containers and the control API never load
+# them (tests/deploy/test_locks.py checks no production module imports them). uvicorn's [standard] extras (uvloop,
+# httptools, watchfiles, websockets) leave with dagster-webserver; the control API runs on uvicorn's own h11.
+NOT_IN_USER_CODE = {"dagster-webserver", "dagster-graphql"}
 # The target platform of the images (python:3.11-slim-bookworm), not the machine running this script.
 TARGET_ENVIRONMENT = {**default_environment(), "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
 
@@ -73,18 +83,29 @@ def render(pins: dict[str, str], title: str) -> str:
     return header + "".join(f"{name}=={version}\n" for name, version in sorted(pins.items()))
 
 
-def main() -> int:
-    runtime = [r for r in project_requirements() if canonicalize_name(r.name) not in EXCLUDED_FROM_IMAGES]
+def image_locks(requirements: list[Requirement]) -> dict[str, tuple[str, dict[str, str]]]:
+    """File name -> (title, pins) of each lock, from the project's runtime requirements."""
+    runtime = [r for r in requirements if canonicalize_name(r.name) not in EXCLUDED_FROM_IMAGES]
     by_name = {canonicalize_name(r.name): r for r in runtime}
-    dagster_roots = [by_name[canonicalize_name(name)] for name in DAGSTER_IMAGE_ROOTS]
-    locks = {
-        "requirements-dagster.lock": (
-            "webserver/daemon image: Dagster and its plug-ins, no project code", dagster_roots
+    kubernetes = {canonicalize_name(name) for name in KUBERNETES_ROOTS}
+    excluded = kubernetes | {canonicalize_name(name) for name in NOT_IN_USER_CODE}
+    dagster = closure([by_name[canonicalize_name(name)] for name in DAGSTER_IMAGE_ROOTS])
+    user_code = closure([r for name, r in by_name.items() if name not in excluded])
+    # What the launcher adds to an image: its closure less what both images already pin.
+    added = {name: version for name, version in closure([by_name[name] for name in sorted(kubernetes)]).items()
+             if not (name in dagster and name in user_code)}
+    return {
+        "requirements-dagster.lock": ("webserver/daemon image: Dagster and its plug-ins, no project code", dagster),
+        "requirements-user-code.lock": ("user-code image: the project's runtime dependencies", user_code),
+        "requirements-kubernetes.lock": (
+            "either image with --build-arg KUBERNETES=1: the Kubernetes run launcher over the image's own lock", added
         ),
-        "requirements-user-code.lock": ("user-code image: the project's runtime dependencies", runtime),
     }
-    for filename, (title, roots) in locks.items():
-        (DEPLOY_DIR / filename).write_text(render(closure(roots), title))
+
+
+def main() -> int:
+    for filename, (title, pins) in image_locks(project_requirements()).items():
+        (DEPLOY_DIR / filename).write_text(render(pins, title))
         print(f"wrote deploy/{filename}")
     return 0
 

@@ -1,17 +1,17 @@
 """`market_movers`: the day's fixed-win price moves from T-60 to T-15 with the finish, as a daily-partitioned asset.
 
-pandas is imported where the movers are computed, not with the module: loading it cost every racing process 0.24
-CPU-s more at start-up (3.29 s instead of 3.05 s: the code server, each run's container, every `dagster`/`racing`
-command), while only this asset's runs use it (bench/startup_imports.py, BENCHMARKS.md).
+The rows are computed in plain Python (checkpoints/movers_rows.py) and the metadata's table is rendered by tabulate.
 """
 
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import Any
 
 import dagster as dg
 import sqlalchemy as sa
+from tabulate import tabulate
 
 from orchestration_core.run_outcome import Outcome, record_outcome
+from racing_orchestration.checkpoints.movers_rows import biggest_movers, market_movers_rows
 from racing_orchestration.race_data.automation import recent_day_data_arrived
 from racing_orchestration.race_data.catalog import GROUP, ODDS_T15, ODDS_T60, RACE_RESULTS, racing_days
 from racing_orchestration.race_data.freshness import DAILY_DERIVED_FRESHNESS
@@ -19,13 +19,9 @@ from racing_orchestration.race_db import schema
 from racing_orchestration.race_db.movers import upsert_market_movers
 from racing_orchestration.race_db.resource import RaceDatabase
 
-if TYPE_CHECKING:
-    import pandas as pd
 
-
-def _day_frames(conn: sa.Connection, day: dt.date) -> "tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]":
-    import pandas as pd  # see the module's docstring
-
+def _day_rows(conn: sa.Connection, day: dt.date) -> tuple[list[Any], list[Any], list[Any]]:
+    """The day's T-60/T-15 odds, results and races, as row mappings."""
     races = sa.select(schema.races.c.race_id, schema.meetings.c.meeting_date).join(
         schema.meetings, schema.meetings.c.meeting_id == schema.races.c.meeting_id
     ).where(schema.meetings.c.meeting_date == day)
@@ -36,15 +32,14 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> "tuple[pd.DataFrame, pd.Da
     )
     res_t = schema.results
     results = sa.select(res_t.c.race_id, res_t.c.runner_number, res_t.c.position).where(res_t.c.race_id.in_(race_ids))
-    return tuple(pd.DataFrame(conn.execute(q).mappings().all(), columns=list(q.selected_columns.keys()))
-                 for q in (odds, results, races))
+    return tuple(list(conn.execute(q).mappings()) for q in (odds, results, races))
 
 
 @dg.asset(
     partitions_def=racing_days,
     deps=[ODDS_T60, ODDS_T15, RACE_RESULTS],
     group_name=GROUP,
-    kinds={"pandas", "postgres"},
+    kinds={"python", "postgres"},
     backfill_policy=dg.BackfillPolicy.single_run(),
     automation_condition=recent_day_data_arrived(),
     freshness_policy=DAILY_DERIVED_FRESHNESS,
@@ -53,25 +48,25 @@ def _day_frames(conn: sa.Connection, day: dt.date) -> "tuple[pd.DataFrame, pd.Da
     "race_data_automation sensor as snapshots and results arrive.",
 )
 def market_movers(context: dg.AssetExecutionContext, race_db: RaceDatabase) -> None:
-    from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame  # pandas: above
-
     written_total = 0
     for key in context.partition_keys:
         day = dt.date.fromisoformat(key)
         with race_db.connect() as conn:
-            odds, results, races = _day_frames(conn, day)
-        frame = market_movers_frame(odds, results, races)
+            odds, results, races = _day_rows(conn, day)
+        rows = market_movers_rows(odds, results, races)
         with race_db.begin() as conn:
-            written = upsert_market_movers(conn, frame.to_dict("records"), dt.datetime.now(dt.UTC))
+            written = upsert_market_movers(conn, rows, dt.datetime.now(dt.UTC))
         written_total += written
-        top = biggest_movers(frame)
+        top = biggest_movers(rows)
         context.add_asset_metadata(
             {
-                "runners": len(frame),
-                "races": int(frame["race_id"].nunique()) if len(frame) else 0,
+                "runners": len(rows),
+                "races": len({row["race_id"] for row in rows}),
                 "rows_written": written,
-                "with_result": int(frame["finish_position"].notna().sum()) if len(frame) else 0,
-                "biggest_movers": dg.MetadataValue.md(top.to_markdown(index=False) if len(top) else "_no moves yet_"),
+                "with_result": sum(row["finish_position"] is not None for row in rows),
+                "biggest_movers": dg.MetadataValue.md(
+                    tabulate(top, headers="keys", tablefmt="pipe") if top else "_no moves yet_"
+                ),
             },
             partition_key=key,
         )

@@ -31,7 +31,7 @@ from racing_orchestration.settings import racing_settings
 )
 def race_day_export(context: dg.AssetExecutionContext, race_db: RaceDatabase,
                     race_export: RaceExportFolder) -> None:
-    # Imported here: pyarrow (with numpy) is 0.3 s of CPU that every process loading the definitions (code servers,
+    # Imported here: pyarrow is CPU time that every process loading the definitions (code servers,
     # each run worker, the CLI) would otherwise pay, and only this asset's runs use it (BENCHMARKS.md "Process
     # start-up").
     from racing_orchestration.export.writer import export_day

@@ -15,7 +15,7 @@ MARKET_MOVER_COLUMNS = ("race_id", "runner_number", "meeting_date", "win_t60", "
 
 
 def upsert_market_movers(conn: sa.Connection, rows: Sequence[Mapping[str, Any]], computed_at: dt.datetime) -> int:
-    """Store market-mover rows (e.g. `DataFrame.to_dict("records")`) keyed by (race_id, runner_number)."""
+    """Store market-mover rows (checkpoints/movers_rows.py's) keyed by (race_id, runner_number)."""
     require_aware(computed_at, "computed_at")
     if not rows:
         return 0
@@ -29,7 +29,7 @@ def upsert_market_movers(conn: sa.Connection, rows: Sequence[Mapping[str, Any]],
 
 
 def _plain(value: Any) -> Any:
-    # pandas hands over NaN / numpy scalars; the database wants None and Python numbers.
+    # A float NaN or a numpy scalar (rows taken from a DataFrame) is stored as NULL or a Python number.
     if value is None or (isinstance(value, float) and value != value):
         return None
     return value.item() if hasattr(value, "item") else value

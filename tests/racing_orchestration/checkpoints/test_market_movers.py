@@ -1,13 +1,12 @@
-"""Market movers: the pandas frame (pure) and the daily asset over snapshots and results stored from the sim feed."""
+"""Market movers: the rows (pure) and the daily asset over snapshots and results stored from the sim feed."""
 
 import datetime as dt
 
 import dagster as dg
-import pandas as pd
 import pytest
 
 from racing_orchestration.checkpoints.movers import market_movers
-from racing_orchestration.checkpoints.movers_frame import biggest_movers, market_movers_frame
+from racing_orchestration.checkpoints.movers_rows import biggest_movers, market_movers_rows
 from racing_orchestration.race_db.movers import market_movers_for_day
 from racing_orchestration.race_db.store import store_odds_snapshot, store_results, upsert_event
 from racing_orchestration.tab.sim_engine import SimFeed, SimFeedConfig
@@ -22,24 +21,47 @@ DAY = dt.date(2026, 11, 29)
     [(4.0, 3.0, -25.0), (2.0, 3.0, 50.0), (5.0, None, None), (None, 5.0, None), (0.0, 2.0, None)],
 )
 def test_move_percent(t60, t15, move) -> None:
-    odds = pd.DataFrame(
-        [("r1", 1, cp, price) for cp, price in (("t60", t60), ("t15", t15)) if price is not None]
-        + [("r1", 2, "t60", 3.0), ("r1", 2, "t15", 3.0)],
-        columns=["race_id", "runner_number", "checkpoint", "fixed_win"],
-    )
-    results = pd.DataFrame([("r1", 2, 1)], columns=["race_id", "runner_number", "position"])
-    races = pd.DataFrame([("r1", DAY)], columns=["race_id", "meeting_date"])
-    frame = market_movers_frame(odds, results, races).set_index("runner_number")
-    got = frame.loc[1, "move_pct"]
-    assert (pd.isna(got) if move is None else got == move)
-    assert frame.loc[2, "finish_position"] == 1 and pd.isna(frame.loc[1, "finish_position"])
-    assert frame.loc[2, "move_pct"] == 0.0
+    odds = [
+        {"race_id": "r1", "runner_number": 1, "checkpoint": cp, "fixed_win": price}
+        for cp, price in (("t60", t60), ("t15", t15)) if price is not None
+    ] + [{"race_id": "r1", "runner_number": 2, "checkpoint": cp, "fixed_win": 3.0} for cp in ("t60", "t15")]
+    results = [{"race_id": "r1", "runner_number": 2, "position": 1}]
+    races = [{"race_id": "r1", "meeting_date": DAY}]
+    by_runner = {row["runner_number"]: row for row in market_movers_rows(odds, results, races)}
+    got = by_runner[1]["move_pct"]
+    assert (got is None if move is None else got == move)
+    assert by_runner[2]["finish_position"] == 1 and by_runner[1]["finish_position"] is None
+    assert by_runner[2]["move_pct"] == 0.0
+
+
+@pytest.mark.unit
+def test_rows_per_runner_in_race_and_runner_order_with_the_last_price_of_each_checkpoint() -> None:
+    odds = [
+        {"race_id": "r2", "runner_number": 1, "checkpoint": "t60", "fixed_win": 3.0},
+        {"race_id": "r1", "runner_number": 10, "checkpoint": "t15", "fixed_win": 7.0},
+        {"race_id": "r1", "runner_number": 2, "checkpoint": "t60", "fixed_win": 3.0},
+        {"race_id": "r1", "runner_number": 2, "checkpoint": "t60", "fixed_win": 6.0},  # a later price replaces it
+        {"race_id": "r1", "runner_number": 2, "checkpoint": "t15", "fixed_win": 4.0},
+        {"race_id": "r1", "runner_number": 2, "checkpoint": "t15", "fixed_win": None},  # no price: the 4.0 stands
+        {"race_id": "r1", "runner_number": 3, "checkpoint": "t5", "fixed_win": 2.0},  # not a mover checkpoint
+        {"race_id": "r1", "runner_number": 4, "checkpoint": "t60", "fixed_win": None},  # no price at all: no row
+        {"race_id": "r2", "runner_number": 1, "checkpoint": "t15", "fixed_win": 2.0},
+    ]
+    races = [{"race_id": "r1", "meeting_date": DAY}]  # r2 unknown: no meeting date
+    rows = market_movers_rows(odds, [], races)
+    assert [(r["race_id"], r["runner_number"]) for r in rows] == [("r1", 2), ("r1", 10), ("r2", 1)]
+    assert rows[0] == {"race_id": "r1", "runner_number": 2, "meeting_date": DAY, "win_t60": 6.0, "win_t15": 4.0,
+                       "finish_position": None, "move_pct": -33.33}
+    assert rows[1]["win_t60"] is None and rows[1]["move_pct"] is None
+    assert rows[2]["meeting_date"] is None and rows[2]["move_pct"] == -33.33
+    assert market_movers_rows([], [], races) == []
 
 
 @pytest.mark.unit
 def test_biggest_movers_rank_by_absolute_move() -> None:
-    frame = pd.DataFrame({"race_id": ["a", "a", "b"], "runner_number": [1, 2, 1], "move_pct": [-30.0, 10.0, 45.0]})
-    assert list(biggest_movers(frame, top=2)["move_pct"]) == [45.0, -30.0]
+    rows = [{"race_id": race, "runner_number": runner, "move_pct": move}
+            for race, runner, move in [("a", 1, -30.0), ("a", 2, 10.0), ("b", 1, 45.0), ("b", 2, None)]]
+    assert [row["move_pct"] for row in biggest_movers(rows, top=2)] == [45.0, -30.0]
 
 
 @pytest.mark.integration
