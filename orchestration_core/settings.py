@@ -18,13 +18,13 @@ DEFAULT_DAGSTER_UI_URL = "http://127.0.0.1:3000"
 # runs document problems, so their own retention may not be shorter.
 SUCCESS_RETENTION_DAYS = 14
 
-# How long the gRPC server that `dagster code-server start` runs (the production command; `dagster dev` runs it too)
+# How long the gRPC server that `dagster code-server start` runs (`make run`'s `dagster dev` starts one per location)
 # waits without a heartbeat from that proxy before it shuts down: Dagster's option `--heartbeat-ttl` (the variable
 # DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS under `dagster dev`). Dagster's 30 s ended servers that were only starved of
 # CPU, or whose gRPC threads all waited on a stopped Postgres, and the proxy never starts another
 # (dagster-io/dagster#24050): the location stayed unreachable. The proxy sends a heartbeat every second, so ten
-# minutes without one is a proxy that is gone; then the container (compose, Kubernetes) or `make run`'s process group
-# ends with it anyway. docker-compose.yml, deploy/kubernetes and local_stack set this value (tests check they agree).
+# minutes without one is a proxy that is gone; then `make run`'s process group ends with it anyway. The compose and
+# Kubernetes forms run `dagster api grpc` as the container's process, with no proxy and no heartbeat (tests check it).
 CODE_SERVER_HEARTBEAT_TTL_SECONDS = 600
 
 

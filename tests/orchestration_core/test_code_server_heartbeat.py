@@ -1,8 +1,9 @@
 """The code servers' heartbeat TTL (`CODE_SERVER_HEARTBEAT_TTL_SECONDS`, orchestration_core/settings.py): Dagster's
-own `--heartbeat-ttl` of the production command, `dagster code-server start` (a proxy), and of the `dagster api grpc`
-server it starts and sends a heartbeat every second. The proxy never replaces a server that ended, so a server
-starved for less than its TTL must still serve, and one whose proxy is gone must still end, within its TTL. Every
-deployment form sets the same TTL."""
+own `--heartbeat-ttl` of `dagster code-server start` (a proxy), which `make run`'s `dagster dev` starts for each
+location, and of the `dagster api grpc` server the proxy starts and sends a heartbeat every second. The proxy never
+replaces a server that ended, so a server starved for less than its TTL must still serve, and one whose proxy is gone
+must still end, within its TTL. The compose and Kubernetes forms run `dagster api grpc` as the container's own
+process, with no heartbeat to wait for: nothing sends one there."""
 
 from __future__ import annotations
 
@@ -35,23 +36,27 @@ def serves(port: int) -> bool:
     return True
 
 
-def ttl_option(command: list[str]) -> int | None:
-    """The `--heartbeat-ttl` a `dagster code-server start` command line gives; None without one."""
-    return int(command[command.index("--heartbeat-ttl") + 1]) if "--heartbeat-ttl" in command else None
+def container_commands() -> dict[str, list[str]]:
+    """The code servers' commands in the compose file and the Kubernetes manifests, by service and Deployment."""
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
+    commands = {f"compose {name}": compose[name]["command"] for name in CODE_SERVICES}
+    manifests = yaml.safe_load_all((REPO_ROOT / "deploy/kubernetes/base/code-servers.yaml").read_text())
+    commands.update({f"kubernetes {doc['metadata']['name']}": container["command"]
+                     for doc in manifests if doc and doc["kind"] == "Deployment"
+                     for container in doc["spec"]["template"]["spec"]["containers"]
+                     if container["name"] == "code-server"})
+    return commands
 
 
 @pytest.mark.unit
-def test_every_deployment_form_gives_its_code_servers_the_same_heartbeat_ttl() -> None:
-    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]
-    compose_ttls = {name: ttl_option(compose[name]["command"]) for name in CODE_SERVICES}
-    manifests = yaml.safe_load_all((REPO_ROOT / "deploy/kubernetes/base/code-servers.yaml").read_text())
-    kubernetes_ttls = {doc["metadata"]["name"]: ttl_option(container["command"])
-                       for doc in manifests if doc and doc["kind"] == "Deployment"
-                       for container in doc["spec"]["template"]["spec"]["containers"]
-                       if "code-server" in container["command"]}
-    assert len(kubernetes_ttls) == 2, kubernetes_ttls
-    assert set(compose_ttls.values()) | set(kubernetes_ttls.values()) == {CODE_SERVER_HEARTBEAT_TTL_SECONDS}, (
-        compose_ttls, kubernetes_ttls)
+def test_the_container_forms_serve_without_a_heartbeat_and_make_run_gives_its_proxies_the_ttl() -> None:
+    commands = container_commands()
+    assert len(commands) == 4, commands
+    for form, command in commands.items():
+        served = command[command.index("--") + 1:]
+        assert served[:3] == ["dagster", "api", "grpc"], (form, command)
+        # A server with --heartbeat ends once no heartbeat came for its timeout: in a container nothing sends one.
+        assert not {"--heartbeat", "--heartbeat-timeout"} & set(served), (form, command)
     assert DAGSTER_DEV_ENV["DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS"] == str(CODE_SERVER_HEARTBEAT_TTL_SECONDS)
     # Long enough to outlast a starved host (ten of Dagster's default 30 s), short enough to end a lost server's
     # leftovers within a quarter hour.

@@ -36,7 +36,7 @@ def test_each_address_is_the_service_of_the_code_server_serving_its_location(loc
                 and service["spec"]["selector"].items() <= o["spec"]["template"]["metadata"]["labels"].items()]
     assert len(selected) == 1, f"Service {server.host} selects {len(selected)} Deployments"
     [container] = [c for c in selected[0]["spec"]["template"]["spec"]["containers"]
-                   if "code-server" in c.get("command", [])]
+                   if c["name"] == "code-server"]
     command = container["command"]
     assert command[command.index("--location-name") + 1] == location
     named = {p["name"]: p["containerPort"] for p in container["ports"]}

@@ -304,8 +304,8 @@ CODE_SERVERS = {"code-racing": "racing_orchestration", "code-maintenance": "main
 
 def code_server_guard_problems(command: list[str], name: str, bound: str | None, limit_mib: float) -> list[str]:
     """What keeps a code server's container from restarting it in place before its hard limit."""
-    prefix = ["python", "-m", "orchestration_core.memory_guard", "--name", name, "--", "dagster", "code-server", "start"]
-    problems = [] if command[:len(prefix)] == prefix else [f"not `dagster code-server start` under the guard: {command}"]
+    prefix = ["python", "-m", "orchestration_core.memory_guard", "--name", name, "--", "dagster", "api", "grpc"]
+    problems = [] if command[:len(prefix)] == prefix else [f"not `dagster api grpc` under the guard: {command}"]
     if bound is None or not bound.isdigit() or int(bound) == 0:
         problems.append(f"no restart bound: {GUARD_BOUND}={bound!r}")
     elif int(bound) > limit_mib / 2:
@@ -316,7 +316,7 @@ def code_server_guard_problems(command: list[str], name: str, bound: str | None,
 def kubernetes_code_server(name: str) -> tuple[list[str], str | None, float]:
     location = CODE_SERVERS[name]
     [container] = [c for spec in pod_specs(OBJECTS).values() for c in spec["containers"]
-                   if "code-server" in c.get("command", []) and location in c["command"]]
+                   if c["name"] == "code-server" and location in " ".join(c["command"])]
     bound = next((e.get("value") for e in container.get("env", []) if e["name"] == GUARD_BOUND), None)
     return container["command"], bound, memory_mib(container["resources"]["limits"]["memory"], "kubernetes")
 
@@ -335,11 +335,14 @@ def test_each_code_server_runs_under_the_memory_guard_bounded_at_most_half_its_l
 
 
 @pytest.mark.parametrize(("command", "bound", "problem"), [
+    (["python", "-m", "orchestration_core.memory_guard", "--name", "code-racing", "--", "dagster", "api", "grpc"],
+     "512", None),
+    (["dagster", "api", "grpc"], "512", "not `dagster api grpc` under the guard"),
+    # The proxy is a second process with Dagster loaded, for nothing an image needs (docker-compose.yml).
     (["python", "-m", "orchestration_core.memory_guard", "--name", "code-racing", "--", "dagster", "code-server",
-      "start"], "512", None),
-    (["dagster", "code-server", "start"], "512", "not `dagster code-server start` under the guard"),
-    (["python", "-m", "orchestration_core.memory_guard", "--name", "code-racing", "--", "dagster", "code-server",
-      "start"], "600", "bound 600 MiB above half"),
+      "start"], "512", "not `dagster api grpc` under the guard"),
+    (["python", "-m", "orchestration_core.memory_guard", "--name", "code-racing", "--", "dagster", "api", "grpc"],
+     "600", "bound 600 MiB above half"),
 ])
 def test_code_server_guard_problems_name_a_missing_guard_or_bound(command, bound, problem) -> None:
     problems = code_server_guard_problems(command, "code-racing", bound, 1024)
