@@ -143,24 +143,32 @@ def compose_figures(stack) -> dict:
                            capture_output=True, text=True, check=True, timeout=120).stdout
     by_service = memory_by_service(stats, containers)
     workers = api_worker_pss(container_processes(containers["api"]))
-    return {"services_mib": by_service, CORE_IDLE: core_total(by_service), "api_workers_pss_mib": workers,
-            API_PER_WORKER: round(max(workers), 1) if workers else None}
+    return {"services_mib": by_service, "core_services_mib": core_total(by_service), "api_workers_pss_mib": workers,
+            "api_per_worker_mib": round(max(workers), 1) if workers else None}
 
 
-def finished_checkpoint_runs(stack) -> int:
+def idle_budget_figures(idle: Mapping) -> dict[str, float]:
+    """The figures of `compose_figures` taken at idle that have budgets, by budget name."""
+    return {CORE_IDLE: idle["core_services_mib"], API_PER_WORKER: idle["api_per_worker_mib"]}
+
+
+def finished_checkpoint_runs(stack) -> dict[str, int]:
+    """Finished checkpoint runs by end status."""
     names = ", ".join(f"'{job}'" for job in CHECKPOINT_JOBS)
-    rows = stack.psql("dagster", f"SELECT count(*) FROM runs WHERE pipeline_name IN ({names}) "
-                                 "AND status IN ('SUCCESS', 'FAILURE', 'CANCELED')")
-    return int(rows[0][0])
+    rows = stack.psql("dagster", f"SELECT status, count(*) FROM runs WHERE pipeline_name IN ({names}) "
+                                 "AND status IN ('SUCCESS', 'FAILURE', 'CANCELED') GROUP BY status")
+    return {status: int(count) for status, count in rows}
 
 
 def run_compose(args) -> dict:
     from local_stack.stack import free_port
-    from tests.production.compose_stack import PUBLISHED_PORTS, ComposeStack
+    from tests.production.compose_stack import ComposeStack
 
     work = Path(tempfile.mkdtemp(prefix="footprint-"))
-    stack = ComposeStack(work_dir=work, image_tag=args.image_tag, project="racing-footprint",
-                         host_ports={service: free_port() for service in PUBLISHED_PORTS},
+    stack = ComposeStack(work_dir=work, image_tag=args.image_tag, project=args.project,
+                         # The services of the live deployment that publish a port (Prometheus and Grafana are not
+                         # started: no stand-in images).
+                         host_ports={service: free_port() for service in ("front", "api")},
                          sim_args=("--dense-every", "1", "--dense-races", "30", "--dense-lead", "16"))
     result: dict = {"form": "compose", "idle_seconds": args.idle_seconds}
     try:
@@ -175,7 +183,7 @@ def run_compose(args) -> dict:
         print(json.dumps(result["idle"], indent=1), flush=True)
         result["scrape_run"] = launch_scrape(stack.dagster_url)
         deadline = time.monotonic() + 1800
-        while finished_checkpoint_runs(stack) < 10 and time.monotonic() < deadline:
+        while sum(finished_checkpoint_runs(stack).values()) < 10 and time.monotonic() < deadline:
             time.sleep(15)
         result["checkpoint_runs_finished"] = finished_checkpoint_runs(stack)
         result["after_load"] = compose_figures(stack)
@@ -217,11 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=IDLE_SECONDS)
     parser.add_argument("--skip-build", action="store_true", help="compose: use the images already tagged")
     parser.add_argument("--image-tag", default="footprint")
+    parser.add_argument("--project", default="racing-footprint",
+                        help="compose: the project name (a second run beside the first needs another)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     result = run_local(args) if args.local else run_compose(args)
-    figures = {name: value for name, value in {**result, **result.get("idle", {})}.items()
-               if isinstance(value, int | float) and name in BUDGETS_MIB}
+    figures = idle_budget_figures(result["idle"]) if "idle" in result else {LOCAL_IDLE: result[LOCAL_IDLE]}
     rows = budget_rows(figures)
     result["budgets"] = [asdict(row) for row in rows]
     print(json.dumps(result, indent=1))

@@ -73,3 +73,9 @@ def test_the_budgets_are_the_issue_s_goals() -> None:
     assert footprint.BUDGETS_MIB == {"core services at idle": 768.0, "control API per worker": 80.0,
                                      "make run at idle": 1228.8}
     assert footprint.ALARM_FACTOR == 1.25
+
+
+def test_the_idle_figures_with_budgets_are_the_core_total_and_the_largest_api_worker() -> None:
+    idle = {"services_mib": {"api": 250.0}, "core_services_mib": 990.0, "api_workers_pss_mib": [118.2, 119.9],
+            "api_per_worker_mib": 119.9}
+    assert footprint.idle_budget_figures(idle) == {"core services at idle": 990.0, "control API per worker": 119.9}
