@@ -239,9 +239,9 @@ def catalog_at_start(catalog: Callable[[], object], freeze_heap: bool) -> None:
     """Ask the webserver for the catalog of schedules, sensors and jobs, then (`freeze_heap`) move everything the
     start-up created out of the garbage collector's sight.
 
-    The process holds a large heap once Dagster is imported, nearly all of it alive until it exits, and a full
-    collection scans it all, during which this worker answers nothing (the one-in-a-hundred slow request of
-    bench/api_latency.py). Frozen (`gc.freeze`), it is left out of every later collection; objects freed by reference
+    The process holds the heap of its imports (FastAPI, pydantic, SQLAlchemy), nearly all of it alive until it exits,
+    and a full collection scans it all, during which this worker answers nothing (the one-in-a-hundred slow request
+    of bench/api_latency.py). Frozen (`gc.freeze`), it is left out of every later collection; objects freed by reference
     counting are still freed, only a reference cycle among them that dies later is kept. Off for in-process apps
     (tests), whose heap is the test runner's.
     """
