@@ -1,6 +1,7 @@
-"""The monitoring's reads of Dagster's storage, through SQL on the tables and columns orchestration_core/dagster_schema.py
-declares, without importing Dagster (the control API's workers stay small): daemon heartbeats, schedule and sensor
-states and ticks, the last run of a schedule or sensor, step restarts, asset materializations and check evaluations.
+"""The monitoring's reads of Dagster's storage, through SQL on the tables and columns
+orchestration_core/dagster_schema.py declares, without importing Dagster (the control API's workers stay small):
+daemon heartbeats, schedule and sensor states and ticks, the last run of a schedule or sensor, step restarts, asset
+materializations and check evaluations.
 
 Where a value lives only in a serialized Dagster body (a heartbeat's time, a sensor's start, a tick's error, an
 event's job), one pure function per body reads the JSON fields needed (`parse_*`). Dagster's serdes writes a record as
@@ -130,7 +131,9 @@ def parse_instigator_data(body: str | None) -> InstigatorData | None:
 
 
 def instigator_states(storage: RunStorage) -> dict[str, StoredInstigator]:
-    """Every stored schedule and sensor state by selector id (DagsterInstance.all_instigator_state), one query."""
+    """Every stored schedule and sensor state by selector id (DagsterInstance.all_instigator_state), one query. The
+    `instigators` table is where Dagster reads them once its selector-id index is built, which a storage created by
+    dagster-postgres, or brought up to date by `dagster instance migrate` (the deployments' `migrate`), has."""
     table = tables.instigators
     with _schedules(storage) as conn:
         rows = conn.execute(sa.select(table.c.selector_id, table.c.status, table.c.instigator_body)).all()

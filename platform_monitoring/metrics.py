@@ -3,8 +3,8 @@
 Names and labels are the published interface in docs/metrics.md (dashboards and alert
 rules depend on them). Nothing is accumulated in memory, so values survive API restarts and several API replicas
 agree. Dagster's facts come from its storage tables by SQL (one grouped query per family, not one query per run;
-dagster_storage.py), without importing Dagster; TAB calls from the race database's `scrapes` table. A failing source is logged and
-reported in `maintenance_api_metrics_errors{source}`; the other families are still served.
+dagster_storage.py), without importing Dagster; TAB calls from the race database's `scrapes` table. A failing source
+is logged and reported in `maintenance_api_metrics_errors{source}`; the other families are still served.
 """
 
 from __future__ import annotations

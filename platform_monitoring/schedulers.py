@@ -4,8 +4,9 @@
 What each one is (its cron, interval, default status) comes from the webserver's catalog (catalog.py); its stored
 state and ticks are read from Dagster's schedule storage by SQL (dagster_storage.py) by its selector id (location,
 repository, name), which is what the daemon writes. Stored statuses are compared by their values (Dagster's
-InstigatorStatus and TickStatus), and a stored state's data by the attributes read, so no Dagster type is imported. A schedule's next tick
-is its cron's next time in its timezone; a running sensor's is its last tick plus its interval.
+InstigatorStatus and TickStatus), and a stored state's data by the attributes read, so no Dagster type is imported.
+A schedule's next tick is its cron's next time in its timezone; a running sensor's is its last tick plus its
+interval.
 """
 
 from __future__ import annotations

@@ -268,11 +268,12 @@ def health(storage: RunStorage | Callable[[], RunStorage], registry: sa.Engine,
            ) -> Health:
     """Never raises and returns within `deadline_seconds` (plus scheduling): each store that does not answer in
     time or fails is reported (by error class only: messages may hold URLs). `storage` may be a factory (opening it
-    may fail: the Dagster probe reports that); `config` is the instance's (which daemons must beat). The schedules-and-sensors probe and the code-server pings run
-    beside the other two under the same deadline. A stopped sensor may be an operator's choice and does not change
-    `status`; the daemon being down (stale heartbeats, or sensors that stopped ticking), a code server that does not
-    answer, or a webserver that gave no catalog of schedules and sensors (`schedules_and_sensors_state` says why;
-    an older catalog is still shown) makes it `degraded`."""
+    may fail: the Dagster probe reports that); `config` is the instance's (which daemons must beat). The
+    schedules-and-sensors probe and the code-server pings run beside the other two under the same deadline. A
+    stopped sensor may be an operator's choice and does not change `status`; the daemon being down (stale heartbeats,
+    or sensors that stopped ticking), a code server that does not answer, or a webserver that gave no catalog of
+    schedules and sensors (`schedules_and_sensors_state` says why; an older catalog is still shown) makes it
+    `degraded`."""
     probes = probes or HealthProbes()
     open_storage = storage if _is_factory(storage) else lambda: storage
     required_daemons = (config or instance_config(None)).required_daemons

@@ -27,7 +27,8 @@ async def stats(state: State):
 def health(state: State):
     # Opening Dagster's storage engine is part of the Dagster probe (it fails when no database is configured).
     result = status.health(lambda: state.dagster, state.registry, state.settings.heartbeat_max_age_seconds,
-                           config=state.instance_config, probes=state.health_probes, catalog=state.catalog, code_servers=state.settings.code_servers)
+                           config=state.instance_config, probes=state.health_probes, catalog=state.catalog,
+                           code_servers=state.settings.code_servers)
     return JSONResponse(result.model_dump(mode="json"), status_code=503 if result.status == "unavailable" else 200)
 
 

@@ -21,7 +21,8 @@ print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0].start
 
 def test_the_api_and_its_app_import_no_dagster_module() -> None:
     env = {"PATH": "/usr/bin:/bin", "MAINTENANCE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/registry",
-           "DAGSTER_POSTGRES_URL": "postgresql://nobody@127.0.0.1:1/dagster", "SCHEDULER_API_KEY": "probe-key-0123456789"}
+           "DAGSTER_POSTGRES_URL": "postgresql://nobody@127.0.0.1:1/dagster",
+           "SCHEDULER_API_KEY": "probe-key-0123456789"}
     result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr[-2000:]

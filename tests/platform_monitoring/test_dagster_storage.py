@@ -76,7 +76,8 @@ def test_every_instigator_and_tick_status_of_dagster_is_known() -> None:
     ],
 )
 def test_a_tick_body_gives_status_time_counts_and_error(status, error, counts) -> None:
-    tick = TickData(instigator_origin_id=ORIGIN.get_id(), instigator_name="probe", instigator_type=InstigatorType.SENSOR,
+    tick = TickData(instigator_origin_id=ORIGIN.get_id(), instigator_name="probe",
+                    instigator_type=InstigatorType.SENSOR,
                     status=status, timestamp=123.25, error=error, consecutive_failure_count=counts[0],
                     failure_count=counts[1], selector_id="sel", run_ids=[], run_keys=[])
     parsed = ds.parse_tick(7, serialize_value(tick))
