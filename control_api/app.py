@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_api.auth import ApiKeyMiddleware, add_security_scheme
 from control_api.config import ApiSettings, settings_from_env
-from control_api.deps import ApiState
+from control_api.deps import ApiState, DagsterStorageNotSet
 from control_api.docs_page import add_docs_routes
 from control_api.executions import CursorError
 from control_api.openapi_errors import add_error_responses
@@ -190,6 +190,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TaskNotRunnable)
     async def not_runnable(_: Request, exc: TaskNotRunnable) -> JSONResponse:
         # A deployment setting is missing: the service cannot do this now; nothing was launched.
+        return _error(503, str(exc))
+
+    @app.exception_handler(DagsterStorageNotSet)
+    async def no_dagster_storage(_: Request, exc: DagsterStorageNotSet) -> JSONResponse:
+        # A deployment setting is missing: the pages over runs cannot answer until it is set.
         return _error(503, str(exc))
 
     @app.exception_handler(WebserverUnavailable)

@@ -352,3 +352,21 @@ def test_size_limits(api: RunningApi) -> None:
         answer = anonymous.get("/tasks", headers={"Authorization": huge_key})
         assert answer.status_code == 431 and "Authorization" in answer.json()["detail"]
         assert anonymous.get("/health", headers={"Authorization": huge_key}).status_code == 431
+
+
+def test_pages_over_runs_are_503_naming_the_setting_when_dagsters_database_is_not_set(registry_url: str,
+                                                                                       monkeypatch) -> None:
+    monkeypatch.delenv("DAGSTER_POSTGRES_URL", raising=False)
+    app = create_app(ApiSettings(registry_url=registry_url, api_key=API_KEY))
+    assert app.state.api.settings.dagster_database_url is None
+    server, thread = serve(app, free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        import httpx
+
+        response = httpx.get(f"http://127.0.0.1:{port}/executions", headers={"Authorization": f"Bearer {API_KEY}"},
+                             timeout=30)
+        assert response.status_code == 503 and "DAGSTER_POSTGRES_URL is not set" in response.json()["detail"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
