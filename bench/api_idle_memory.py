@@ -5,7 +5,7 @@ Each round starts the API from a `git worktree` of the `--before` commit (in /tm
 the other, on the same embedded Postgres; waits for /health, asks /health and /executions once each, then waits until
 the workers' memory settles and sums the PSS (/proc/PID/smaps_rollup: pages shared with the supervisor counted once
 between them) and the RSS of the worker processes (uvicorn's spawned children; the supervisor is left out: it serves
-nothing). Prints each round, the medians per worker, and after/before.
+nothing; `--workers 1` serves from the process itself). Prints each round, the medians per worker, and after/before.
 
     .venv/bin/python bench/api_idle_memory.py [--rounds 3] [--workers 2] [--before <commit>]
 
@@ -59,7 +59,10 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
-def workers_of(pid: int) -> list[int]:
+def workers_of(pid: int, workers: int = 2) -> list[int]:
+    """The worker processes of the API whose supervisor is `pid`; one worker is the process itself (no supervisor)."""
+    if workers == 1:
+        return [pid]
     children = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         children += [int(c) for c in (task / "children").read_text().split()]
@@ -84,7 +87,7 @@ def measure(tree: Path, env: dict[str, str], workers: int) -> tuple[float, float
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"the API in {tree} did not start")
                 time.sleep(0.5)
-        while len(workers_of(process.pid)) < workers:
+        while len(workers_of(process.pid, workers)) < workers:
             time.sleep(0.2)
         httpx.get(f"{url}/health", timeout=30)
         answer = httpx.get(f"{url}/executions", headers={"Authorization": f"Bearer {KEY}"}, timeout=60)
@@ -94,11 +97,11 @@ def measure(tree: Path, env: dict[str, str], workers: int) -> tuple[float, float
         previous, total = -1, 0
         while time.monotonic() < deadline:
             time.sleep(SETTLE_SECONDS)
-            total = sum(pss_kib(pid) for pid in workers_of(process.pid))
+            total = sum(pss_kib(pid) for pid in workers_of(process.pid, workers))
             if previous > 0 and abs(total - previous) < 0.005 * previous:
                 break
             previous = total
-        return total / 1024, sum(rss_kib(pid) for pid in workers_of(process.pid)) / 1024
+        return total / 1024, sum(rss_kib(pid) for pid in workers_of(process.pid, workers)) / 1024
     finally:
         process.terminate()
         try:
