@@ -30,9 +30,9 @@ from dagster_shared.error import SerializableErrorInfo  # noqa: E402
 from dagster_shared.serdes import serialize_value  # noqa: E402
 
 from orchestration_core.dagster_schema import job_ticks  # noqa: E402
+from platform_monitoring.dagster_storage import newest_ticks  # noqa: E402
 from platform_monitoring.schedulers import (  # noqa: E402
     TICK_HISTORY,
-    newest_ticks,
     nominal_interval,
     selector_id,
     tick_states,

@@ -253,6 +253,13 @@ def bench_storage(prefix: str) -> tuple:
     return server, home, registry_url
 
 
+def dagster_url_of(home: Path) -> str:
+    """The storage database of the bench's dagster.yaml: the API reads it as DAGSTER_POSTGRES_URL (by SQL)."""
+    import yaml
+
+    return yaml.safe_load((home / "dagster.yaml").read_text())["storage"]["postgres"]["postgres_url"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=100_000)
@@ -328,8 +335,9 @@ def serve(home: Path, code: Path, registry_url: str, workers: int, cache: float)
     from local_stack.stack import free_port, wait_for_http
 
     port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "MAINTENANCE_DATABASE_URL": registry_url,
-           "SCHEDULER_API_KEY": KEY, "MAINTENANCE_API_CACHE_SECONDS": str(cache), "PYTHONPATH": str(code)}
+    env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_POSTGRES_URL": dagster_url_of(home),
+           "MAINTENANCE_DATABASE_URL": registry_url, "SCHEDULER_API_KEY": KEY,
+           "MAINTENANCE_API_CACHE_SECONDS": str(cache), "PYTHONPATH": str(code)}
     api = subprocess.Popen([sys.executable, "-m", "control_api", "--port", str(port), "--log-level",
                             "warning", "--workers", str(workers)], env=env, cwd=code)
     base = f"http://127.0.0.1:{port}"

@@ -379,7 +379,7 @@ def probe_metrics_load(scrapers: int, seconds: float) -> list[tuple[str, float, 
     """Median and p90 of authenticated GET /tasks with and without anonymous /metrics scrapers, cache off and on."""
     import dagster as dg
 
-    from api_latency import KEY, Connection, bench_storage, insert_runs
+    from api_latency import KEY, Connection, bench_storage, dagster_url_of, insert_runs
     from local_stack.stack import free_port, wait_for_http
 
     server, home, registry_url = bench_storage("probe-api-")
@@ -420,8 +420,9 @@ def probe_metrics_load(scrapers: int, seconds: float) -> list[tuple[str, float, 
     try:
         for cache in (0.0, 5.0):
             port = free_port()
-            env = {**os.environ, "DAGSTER_HOME": str(home), "MAINTENANCE_DATABASE_URL": registry_url,
-                   "SCHEDULER_API_KEY": KEY, "MAINTENANCE_API_METRICS_CACHE_SECONDS": str(cache)}
+            env = {**os.environ, "DAGSTER_HOME": str(home), "DAGSTER_POSTGRES_URL": dagster_url_of(home),
+                   "MAINTENANCE_DATABASE_URL": registry_url, "SCHEDULER_API_KEY": KEY,
+                   "MAINTENANCE_API_METRICS_CACHE_SECONDS": str(cache)}
             api = subprocess.Popen([sys.executable, "-m", "control_api", "--port", str(port), "--log-level",
                                     "warning"], env=env, cwd=ROOT)
             base = f"http://127.0.0.1:{port}"

@@ -71,7 +71,7 @@ def main() -> None:
         (home / "dagster.yaml").write_text(
             f"storage:\n  postgres:\n    postgres_url: {dagster_url}\ntelemetry:\n  enabled: false\n")
         instance = dg.DagsterInstance.from_config(str(home))
-        settings = ApiSettings(registry_url=registry_url, api_key=KEY, instance=lambda: instance,
+        settings = ApiSettings(registry_url=registry_url, api_key=KEY, dagster_database_url=dagster_url,
                                dagster_ui_url="http://dagster.bench", dagster_webserver_url="http://dagster.bench",
                                cache_seconds=0, metrics_cache_seconds=0)
 

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_api.auth import ApiKeyMiddleware, add_security_scheme
 from control_api.config import ApiSettings, settings_from_env
-from control_api.deps import ApiState
+from control_api.deps import ApiState, DagsterStorageNotSet
 from control_api.docs_page import add_docs_routes
 from control_api.executions import CursorError
 from control_api.openapi_errors import add_error_responses
@@ -192,6 +192,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         # A deployment setting is missing: the service cannot do this now; nothing was launched.
         return _error(503, str(exc))
 
+    @app.exception_handler(DagsterStorageNotSet)
+    async def no_dagster_storage(_: Request, exc: DagsterStorageNotSet) -> JSONResponse:
+        # A deployment setting is missing: the pages over runs cannot answer until it is set.
+        return _error(503, str(exc))
+
     @app.exception_handler(WebserverUnavailable)
     async def webserver_down(_: Request, exc: WebserverUnavailable) -> JSONResponse:
         return _error(503, f"cannot launch runs now: {exc}")
@@ -239,9 +244,9 @@ def catalog_at_start(catalog: Callable[[], object], freeze_heap: bool) -> None:
     """Ask the webserver for the catalog of schedules, sensors and jobs, then (`freeze_heap`) move everything the
     start-up created out of the garbage collector's sight.
 
-    The process holds a large heap once Dagster is imported, nearly all of it alive until it exits, and a full
-    collection scans it all, during which this worker answers nothing (the one-in-a-hundred slow request of
-    bench/api_latency.py). Frozen (`gc.freeze`), it is left out of every later collection; objects freed by reference
+    The process holds the heap of its imports (FastAPI, pydantic, SQLAlchemy), nearly all of it alive until it exits,
+    and a full collection scans it all, during which this worker answers nothing (the one-in-a-hundred slow request
+    of bench/api_latency.py). Frozen (`gc.freeze`), it is left out of every later collection; objects freed by reference
     counting are still freed, only a reference cycle among them that dies later is kept. Off for in-process apps
     (tests), whose heap is the test runner's.
     """
@@ -267,7 +272,8 @@ def create_app(settings: ApiSettings, freeze_startup_heap: bool = False) -> Fast
         multiprocess.MultiProcessCollector(metrics_registry, path=multiprocess_dir)
     state.metrics_registry = metrics_registry
     metrics_registry.register(StorageCollector(
-        instance=lambda: state.instance,
+        dagster=lambda: state.dagster,
+        config=lambda: state.instance_config,
         registry=lambda: state.registry,
         racing=lambda: state.racing,
         catalog=lambda: state.catalog(),
@@ -287,7 +293,7 @@ def create_app(settings: ApiSettings, freeze_startup_heap: bool = False) -> Fast
     app = FastAPI(
         title="Maintenance control API",
         version="1.0.0",
-        description="The maintenance scheduler's REST API over the task registry and the Dagster instance.",
+        description="The maintenance scheduler's REST API over the task registry and Dagster's storage.",
         lifespan=lifespan,
         redoc_url=None,  # one docs page (/docs) is enough surface
         docs_url=None,  # served by add_docs_routes with local assets

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
-import dagster as dg
 from pydantic import (
     AliasChoices,
     Field,
@@ -42,19 +40,22 @@ def _env(name: str, env: str) -> AliasChoices:
 
 
 class ApiSettings(SettingsBase):
-    """What `create_app` needs, from the environment. `instance` is a factory so tests can hand in their own."""
+    """What `create_app` needs, from the environment."""
 
-    model_config = {**SettingsBase.model_config, "arbitrary_types_allowed": True}
-
-    # The databases and the UI address are platform settings (PlatformSettings); given here only by tests.
+    # The databases, Dagster's home and the UI address are platform settings (PlatformSettings); given here only by
+    # tests.
     registry_url: str | None = Field(None, validation_alias=AliasChoices("registry_url"), exclude=True)
+    # Dagster's storage database (DAGSTER_POSTGRES_URL), read by SQL: the API does not open a Dagster instance.
+    dagster_database_url: str | None = Field(None, validation_alias=AliasChoices("dagster_database_url"),
+                                             exclude=True)
+    # Where the instance's dagster.yaml is (DAGSTER_HOME): which daemons must beat, the run queue's limits.
+    dagster_home: str | None = Field(None, validation_alias=AliasChoices("dagster_home"), exclude=True)
     api_key: str | None = Field(None, validation_alias=_env("api_key", "SCHEDULER_API_KEY"),
                                 description="bearer key of the API")
     api_key_file: str | None = Field(None, validation_alias=_env("api_key_file", "SCHEDULER_API_KEY_FILE"),
                                      description="file holding the bearer key (wins over SCHEDULER_API_KEY)")
     insecure_dev: bool = Field(False, validation_alias=_env("insecure_dev", INSECURE_DEV_ENV),
                                description="internal: carries --insecure-dev to worker processes")
-    instance: Callable[[], dg.DagsterInstance] = Field(dg.DagsterInstance.get, exclude=True)
     racing_database_url: str | None = Field(None, validation_alias=AliasChoices("racing_database_url"), exclude=True)
     # A comma-separated list in the environment, not JSON (NoDecode hands the raw string to the validator).
     public_paths: Annotated[frozenset[str], NoDecode] = Field(DEFAULT_PUBLIC_PATHS,
@@ -83,8 +84,6 @@ class ApiSettings(SettingsBase):
     prometheus_multiproc_dir: str | None = Field(
         None, validation_alias=_env("prometheus_multiproc_dir", "PROMETHEUS_MULTIPROC_DIR"),
         description="internal: where --workers N keep their request counters (prometheus_client's variable)")
-    # Hold pooled connections to Dagster storage (its default opens one per query) and cap statement time.
-    optimize_instance: bool = Field(True, exclude=True)
     # The deployment's code servers, pinged by /health and /metrics (platform_monitoring/liveness.py); comma-separated
     # location=host:port in the environment, as in its workspace.yaml. Empty: none (the local stack's are
     # subprocesses of the webserver and the daemon).
@@ -116,6 +115,10 @@ class ApiSettings(SettingsBase):
             object.__setattr__(self, "registry_url", secret(platform.maintenance_database_url))
         if self.registry_url is None:
             raise ApiConfigError("MAINTENANCE_DATABASE_URL is not set (the task registry database)")
+        if self.dagster_database_url is None:
+            object.__setattr__(self, "dagster_database_url", secret(platform.dagster_postgres_url))
+        if self.dagster_home is None:
+            object.__setattr__(self, "dagster_home", platform.dagster_home)
         if self.racing_database_url is None:
             object.__setattr__(self, "racing_database_url", secret(platform.racing_database_url))
         if self.dagster_ui_url is None:

@@ -1,4 +1,5 @@
-"""Shared state of one app (registry engine, Dagster instance) and the route dependencies that hand it out."""
+"""Shared state of one app (the registry's and Dagster storage's engines) and the route dependencies that hand it
+out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import NamedTuple
 
-import dagster as dg
 import sqlalchemy as sa
 from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
@@ -18,9 +18,14 @@ from control_api.config import ApiSettings
 from control_api.response_cache import ResponseCache
 from maintenance_jobs.seed import prepare_registry
 from orchestration_core.dagster_webserver import DagsterWebserverClient
+from orchestration_core.instance_config import InstanceConfig, read_instance_config
 from orchestration_core.postgres import create_engine
 from platform_monitoring.catalog import QUERY_TIMEOUT_SECONDS, WebserverCatalog
 from platform_monitoring.status import HealthProbes
+
+
+class DagsterStorageNotSet(RuntimeError):
+    """The API was given no Dagster storage database: its pages over runs cannot answer."""
 
 
 class ApiState:
@@ -29,7 +34,6 @@ class ApiState:
     def __init__(self, settings: ApiSettings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
-        self._instance: dg.DagsterInstance | None = None
         self._registry_prepared = False
         self.responses = ResponseCache(settings.cache_seconds)
         self.metrics_cache = ResponseCache(settings.metrics_cache_seconds, max_entries=1)  # never cleared by writes
@@ -39,6 +43,20 @@ class ApiState:
     def registry(self) -> sa.Engine:
         # Sized for the API's thread pool; a short connect timeout keeps /health answering when Postgres is gone.
         return create_engine(self.settings.registry_url, "api")
+
+    @cached_property
+    def dagster(self) -> sa.Engine:
+        """Dagster's storage database (runs, events, schedules), read by SQL on the tables
+        orchestration_core/dagster_schema.py declares: the API does not import Dagster."""
+        url = self.settings.dagster_database_url
+        if url is None:
+            raise DagsterStorageNotSet("DAGSTER_POSTGRES_URL is not set (Dagster's storage database)")
+        return create_engine(url, "api_dagster")
+
+    @cached_property
+    def instance_config(self) -> InstanceConfig:
+        """What the API needs of the instance's dagster.yaml (read once)."""
+        return read_instance_config(self.settings.dagster_home)
 
     @cached_property
     def racing(self) -> sa.Engine | None:
@@ -65,18 +83,6 @@ class ApiState:
         return WebserverCatalog(DagsterWebserverClient(self.settings.webserver_url,
                                                        timeout_seconds=QUERY_TIMEOUT_SECONDS))
 
-    @property
-    def instance(self) -> dg.DagsterInstance:
-        if self._instance is None:
-            with self._lock:
-                if self._instance is None:
-                    instance = self.settings.instance()
-                    if self.settings.optimize_instance:
-                        # What dagster-webserver does: pooled storage connections and a statement timeout.
-                        instance.optimize_for_webserver(statement_timeout=10_000, pool_recycle=3600, max_overflow=30)
-                    self._instance = instance
-        return self._instance
-
     async def cached_response(self, key: tuple, compute: Callable[[], str | bytes | CachedPage]) -> Response:
         """A read-only page from the response cache, or built by `compute` (one flight per key).
 
@@ -89,7 +95,7 @@ class ApiState:
         return await cached_from(self.responses, key, compute, "application/json")
 
     def close(self) -> None:
-        for engine in ("registry", "racing"):  # only those that were opened
+        for engine in ("registry", "dagster", "racing"):  # only those that were opened
             if self.__dict__.get(engine) is not None:
                 self.__dict__[engine].dispose()
 
@@ -127,6 +133,3 @@ def api_state(request: Request) -> ApiState:
 def registry(request: Request) -> sa.Engine:
     return api_state(request).prepared_registry()
 
-
-def instance(request: Request) -> dg.DagsterInstance:
-    return api_state(request).instance

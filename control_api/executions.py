@@ -25,7 +25,6 @@ import threading
 import time
 from dataclasses import dataclass
 
-import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel
 
@@ -38,8 +37,8 @@ from maintenance_jobs.execution_history.items import (
     item_from_history,
     item_from_run,
 )
-from maintenance_jobs.execution_history.run_storage import RunSelection, existing_run_ids, live_rows
-from maintenance_jobs.execution_history.summary import utc
+from maintenance_jobs.execution_history.execution_row import utc
+from maintenance_jobs.execution_history.run_storage import RunSelection, RunStorage, existing_run_ids, live_rows
 
 __all__ = ["CURSOR_PATTERN", "EXECUTION_STATUSES", "CursorError", "ExecutionItem", "ExecutionPage", "ExecutionQuery",
            "execution_status", "list_executions"]
@@ -120,7 +119,7 @@ class ExecutionQuery:
         return RunSelection(self.task_name, self.service, statuses, self.since, self.until)
 
 
-def _live_side(instance: dg.DagsterInstance, conn: sa.Connection, query: ExecutionQuery,
+def _live_side(storage: RunStorage, conn: sa.Connection, query: ExecutionQuery,
                mark: dt.datetime | None, before: tuple[dt.datetime, str] | None, ui_url: str,
                need: int) -> tuple[list[ExecutionItem], set[str]]:
     """The first `need` items of the run-storage side (a run already recorded shown from the history), and the ids
@@ -129,7 +128,7 @@ def _live_side(instance: dg.DagsterInstance, conn: sa.Connection, query: Executi
     seen: set[str] = set()
     selection = query.run_selection()
     while len(items) < need:
-        rows = live_rows(instance, selection, mark, before, need)
+        rows = live_rows(storage, selection, mark, before, need)
         seen |= {row.run_id for row in rows}
         recorded = store.rows_for_runs(conn, [row.run_id for row in rows])
         live = [item_from_run(row, ui_url) for row in rows if row.run_id not in recorded]
@@ -147,9 +146,10 @@ def _live_side(instance: dg.DagsterInstance, conn: sa.Connection, query: Executi
     return items[:need], seen
 
 
-def list_executions(instance: dg.DagsterInstance, registry: sa.Engine, query: ExecutionQuery,
+def list_executions(storage: RunStorage, registry: sa.Engine, query: ExecutionQuery,
                     ui_url: str) -> ExecutionPage:
-    """One page of executions, newest first, from the run storage and the history merged by (triggered_at, run id)."""
+    """One page of executions, newest first, from Dagster's run storage (an engine on its database, or its run
+    storage) and the history merged by (triggered_at, run id)."""
     before = None
     if query.cursor:
         run_id, created = decode_cursor(query.cursor)
@@ -157,10 +157,10 @@ def list_executions(instance: dg.DagsterInstance, registry: sa.Engine, query: Ex
     need = query.limit + 1
     with registry.connect() as conn:
         mark = RECORDED_THROUGH.get(conn)
-        live, existing = _live_side(instance, conn, query, mark, before, ui_url, need)
+        live, existing = _live_side(storage, conn, query, mark, before, ui_url, need)
         history_rows = store.newest_rows(conn, query.history_filter(), before, need)
     unknown = [row.run_id for row in history_rows if row.run_id not in existing]
-    existing |= existing_run_ids(instance, unknown)
+    existing |= existing_run_ids(storage, unknown)
     merged = {item.run_id: item for item in live}
     for row in history_rows:
         if row.run_id not in merged or not merged[row.run_id].recorded:  # recorded since the run-storage read

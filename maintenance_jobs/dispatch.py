@@ -1,67 +1,25 @@
-"""From a task row to a run: job, run config and tags (shared by the dispatcher sensor and manual triggers)."""
+"""From a task row to a Dagster run request (the dispatcher sensor) and to its job definition; the run config and
+tags are run_spec.py's (Dagster-free, shared with manual triggers)."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-from typing import Any
 
 import dagster as dg
 from maintenance_jobs.jobs import BUILTIN_JOBS, PLUGIN_JOB
 from maintenance_jobs.models import Task
-from maintenance_jobs.schedule import local_iso
-from maintenance_jobs.tags import (
-    TAG_EXECUTOR,
-    TAG_PRIORITY,
-    TAG_SCHEDULED_MINUTE,
-    TAG_SERVICE,
-    TAG_TASK,
-    TAG_TRIGGERED_BY,
-    TRIGGERED_BY,
+from maintenance_jobs.run_spec import (  # noqa: F401 (the sensor's and callers' names for them)
+    dagster_priority,
+    run_config_for,
+    run_key_for,
+    run_tags_for,
 )
-from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND
+from maintenance_jobs.schedule import local_iso
+from maintenance_jobs.tags import TAG_SCHEDULED_MINUTE
 
 
 def job_and_op(executor: str) -> tuple[dg.JobDefinition, str]:
     return BUILTIN_JOBS.get(executor, PLUGIN_JOB)
-
-
-def run_config_for(task: Task) -> dict[str, Any]:
-    """The task's config as the run config of its executor's op."""
-    _, op_name = job_and_op(task.executor)
-    if task.executor in BUILTIN_JOBS:
-        op_config: dict[str, Any] = dict(task.config)
-    else:
-        op_config = {"executor": task.executor, "config_json": json.dumps(task.config, sort_keys=True)}
-    return {"ops": {op_name: {"config": op_config}}}
-
-
-def dagster_priority(priority: int) -> str:
-    """Dagster dequeues higher `dagster/priority` first; the registry's 1 is the most urgent, so invert."""
-    return str(100 - priority)
-
-
-def run_tags_for(task: Task, triggered_by: str) -> dict[str, str]:
-    if triggered_by not in TRIGGERED_BY:
-        raise ValueError(f"triggered_by must be one of {TRIGGERED_BY}, not {triggered_by!r}")
-    return {
-        TAG_TASK: task.task_name,
-        TAG_SERVICE: task.service,
-        TAG_EXECUTOR: task.executor,
-        TAG_TRIGGERED_BY: triggered_by,
-        TAG_PRIORITY: str(task.priority),
-        TAG_KIND: KIND_MAINTENANCE,
-        "dagster/priority": dagster_priority(task.priority),
-        # Enforced by run monitoring (dagster.yaml run_monitoring.enabled); reported as `timeout`.
-        "dagster/max_runtime": str(task.timeout_seconds),
-        "dagster/max_retries": str(task.max_retries),
-        # Run retries in dagster.yaml cover crashes only; a task's max_retries also covers failures.
-        "dagster/retry_on_asset_or_op_failure": "true",
-    }
-
-
-def run_key_for(task_name: str, minute: dt.datetime, timezone: str) -> str:
-    return f"{task_name}:{local_iso(minute, timezone)}"
 
 
 def scheduled_run_request(task: Task, minute: dt.datetime, timezone: str) -> dg.RunRequest:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path, PurePosixPath
 
-import dagster as dg
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from maintenance_jobs import settings
 from maintenance_jobs.text_rules import check_label
@@ -74,10 +73,12 @@ def check_gitea_repo(value: str) -> str:
     return value.removesuffix(".git")
 
 
-class _StrictConfig(dg.Config):
+class _StrictConfig(BaseModel):
     # Unknown keys are a typo in a task row, not something to ignore silently; and types are strict (`"yes"` is not
-    # a boolean, `true` is not a number of days).
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # a boolean, `true` is not a number of days). Plain pydantic, not dg.Config: the ops' schemas are built from these
+    # models (run_config_rules.literal_config_schema) and the ops validate with them, and the control API validates
+    # task rows with them without importing Dagster. Frozen, as dg.Config is.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 class ExampleConfig(_StrictConfig):

@@ -122,12 +122,15 @@ class Task(TaskSpec):
 READ_ONLY_FIELDS = frozenset(Task.model_fields) - frozenset(TaskSpec.model_fields)
 
 
-def _first_error(exc: ValidationError, prefix: str = "") -> TaskValidationError:
+def _first_error(exc: ValidationError, prefix: str = "", missing_is_null: bool = False) -> TaskValidationError:
+    """`missing_is_null`: a missing field and a null one get one message (a built-in executor's config, where the
+    two have always been the same answer)."""
     error = exc.errors()[0]
     field = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "") or "task"
     message = error["msg"].removeprefix("Value error, ")
-    if error.get("input", "") is None and error["type"].endswith("_type"):
-        message = "Field required (missing or null)"  # dagster Config turns missing fields into None
+    if error.get("input", "") is None and error["type"].endswith("_type") \
+            or missing_is_null and error["type"] == "missing":
+        message = "Field required (missing or null)"
     return TaskValidationError(field, message)
 
 
@@ -159,7 +162,7 @@ def validate_executor_config(executor: str, config: Mapping[str, Any]) -> None:
         try:
             BUILTIN_CONFIGS[executor].model_validate(dict(config))
         except ValidationError as exc:
-            raise _first_error(exc, "config") from None
+            raise _first_error(exc, "config", missing_is_null=True) from None
         return
     try:
         plugin = load_plugin(executor)

@@ -7,8 +7,8 @@ image, and the instance's run coordinator queues it under the same priority and 
 
 from __future__ import annotations
 
-from maintenance_jobs.dispatch import job_and_op, run_config_for, run_tags_for
 from maintenance_jobs.models import Task, config_problem
+from maintenance_jobs.run_spec import job_and_op_names, run_config_for, run_tags_for
 from maintenance_jobs.settings import MaintenanceSettings, maintenance_settings
 from orchestration_core.dagster_webserver import DagsterWebserverClient
 
@@ -49,11 +49,11 @@ def trigger_task(webserver: DagsterWebserverClient, task: Task, triggered_by: st
     if problem is not None:
         raise TaskRefused(f"task {task.task_name!r} is refused by the current settings: {problem}")
     check_runnable(task)
-    job, _ = job_and_op(task.executor)
+    job_name, _ = job_and_op_names(task.executor)
     return webserver.launch_run(
         location_name=LOCATION_NAME,
         repository_name=REPOSITORY_NAME,
-        job_name=job.name,
+        job_name=job_name,
         run_config=run_config_for(task),
         tags=run_tags_for(task, triggered_by),
     )

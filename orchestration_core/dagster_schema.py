@@ -6,7 +6,8 @@ project: it reads them directly where the public instance API has no equivalent 
 declared here, with only the columns the project uses, so that no module imports Dagster's private schema modules;
 tests/orchestration_core/test_dagster_schema.py reflects a real Dagster Postgres schema and checks that every table
 and column declared here exists there with a compatible type, so an upgrade that changes one fails there, not in a
-page. Connections come from the storages' public `connect()` / `index_connection()`.
+page. Connections come from the storages' public `connect()` / `index_connection()`, or (the control API, which does
+not import Dagster) from an engine on the Postgres database that holds all three storages.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ runs = sa.Table(
     sa.Column("end_time", sa.Float),  # epoch seconds
 )
 
+daemon_heartbeats = sa.Table(
+    "daemon_heartbeats", metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("daemon_type", sa.String(255)),  # one row per type, replaced by each beat
+    sa.Column("body", sa.Text),  # the serialized DaemonHeartbeat (its `timestamp`: epoch seconds)
+)
+
 run_tags = sa.Table(
     "run_tags", metadata,
     sa.Column("id", sa.BigInteger, primary_key=True),
@@ -49,6 +57,16 @@ event_logs = sa.Table(
     sa.Column("dagster_event_type", sa.Text),  # a DagsterEventType value; NULL for a user log line
     sa.Column("timestamp", sa.DateTime),  # naive UTC
     sa.Column("step_key", sa.Text),
+    sa.Column("asset_key", sa.Text),  # an AssetKey's `to_string()` (JSON list) on asset events; else NULL
+)
+
+asset_check_executions = sa.Table(
+    "asset_check_executions", metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("asset_key", sa.Text),  # an AssetKey's `to_string()`
+    sa.Column("check_name", sa.Text),
+    sa.Column("execution_status", sa.String(255)),  # PLANNED | SUCCEEDED | FAILED | ...
+    sa.Column("evaluation_event", sa.Text),  # the serialized EventLogEntry of the evaluation; NULL while planned
 )
 
 asset_event_tags = sa.Table(
@@ -79,6 +97,15 @@ job_ticks = sa.Table(
     sa.Column("type", sa.String(63)),  # SCHEDULE | SENSOR
     sa.Column("timestamp", sa.DateTime),  # naive UTC
     sa.Column("tick_body", sa.Text),  # the serialized TickData
+)
+
+
+instigators = sa.Table(
+    "instigators", metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True),
+    sa.Column("selector_id", sa.String(255)),
+    sa.Column("status", sa.String(63)),  # an InstigatorStatus value
+    sa.Column("instigator_body", sa.Text),  # the serialized InstigatorState
 )
 
 

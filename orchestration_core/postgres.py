@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -25,6 +26,8 @@ class Pool:
     # Waiting for a pooled connection, and for Postgres to accept one: short where a caller must answer quickly.
     timeout_seconds: float = 30.0
     connect_timeout_seconds: int | None = None
+    # Longest statement a connection may run (Postgres `statement_timeout`); None: no limit.
+    statement_timeout_ms: int | None = None
 
 
 # Every engine of the project, by who uses it. Sizes follow the threads that share the engine.
@@ -38,6 +41,10 @@ POOLS = {
     # The control API's registry engine, sized for its thread pool; short timeouts keep /health answering when
     # Postgres is gone.
     "api": Pool(size=5, max_overflow=15, timeout_seconds=10, connect_timeout_seconds=3),
+    # The control API's reads of Dagster's storage tables (/executions, /stats, /health, /schedulers, /metrics): the
+    # registry's sizes, and the 10 s statement limit dagster-webserver sets on its own storage connections.
+    "api_dagster": Pool(size=5, max_overflow=15, timeout_seconds=10, connect_timeout_seconds=3,
+                        statement_timeout_ms=10_000),
     # The control API's race-database reads for /metrics (one scrape at a time).
     "api_metrics": Pool(size=1, max_overflow=2, connect_timeout_seconds=3),
     # Migrations and one-off commands: nothing kept open afterwards.
@@ -51,7 +58,10 @@ POOLS = {
 def create_engine(url: str, use: str) -> sa.Engine:
     """The engine for `url` with the pool of `use` (a key of POOLS), always on psycopg2, connections pre-pinged."""
     pool = POOLS[use]
-    connect_args = {"connect_timeout": pool.connect_timeout_seconds} if pool.connect_timeout_seconds else {}
+    connect_args: dict[str, object] = {"connect_timeout": pool.connect_timeout_seconds} \
+        if pool.connect_timeout_seconds else {}
+    if pool.statement_timeout_ms:
+        connect_args["options"] = f"-c statement_timeout={pool.statement_timeout_ms}"
     if pool.size is None:
         return sa.create_engine(psycopg2_url(url), poolclass=sa.pool.NullPool, connect_args=connect_args)
     return sa.create_engine(
@@ -62,3 +72,17 @@ def create_engine(url: str, use: str) -> sa.Engine:
         pool_timeout=pool.timeout_seconds,
         connect_args=connect_args,
     )
+
+
+def vacuum_tables(connect, tables: Sequence[str]) -> bool:
+    """VACUUM (ANALYZE) `tables` on a connection from `connect()` (a storage's public connection method), in
+    autocommit: VACUUM cannot run inside a transaction. False (nothing done) when the database is not Postgres."""
+    with connect() as conn:
+        if conn.dialect.name != "postgresql":
+            return False
+        if conn.in_transaction():  # a pooled connection may come with one begun; VACUUM needs none
+            conn.commit()
+        autocommit = conn.execution_options(isolation_level="AUTOCOMMIT")
+        for table in tables:
+            autocommit.exec_driver_sql(f'VACUUM (ANALYZE) "{table}"')
+    return True

@@ -3,6 +3,8 @@
 A run's outcome is first-class: `success`, `partial` (the run succeeded but some items failed for good) or
 `failed`. It is written as the `racing/outcome` tag, so the UI, GraphQL and `RunsFilter(tags=...)` can filter it.
 Runs that crashed before tagging themselves fall back to their Dagster status (see `outcome_of`).
+
+Dagster-free (the control API reads it without importing Dagster): ops pass their context, typed only.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-import dagster as dg
+from orchestration_core.run_status import RunStatus, status_value
 
 TAG_OUTCOME = "racing/outcome"
 TAG_ITEMS_PROCESSED = "racing/items_processed"
@@ -61,24 +63,6 @@ def outcome_tags(outcome: Outcome, items_processed: int, items_failed: int, erro
     return tags
 
 
-def failure_reason(instance: dg.DagsterInstance, run_id: str) -> str | None:
-    """One line saying why a run failed, from its own events: the last step failure's error (the user code's error
-    when Dagster wrapped it), else the run failure's message (a launch refused, a worker lost). None if neither."""
-    steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE, ascending=False,
-                                         limit=1).records
-    if steps and steps[0].event_log_entry.dagster_event is not None:
-        error = steps[0].event_log_entry.dagster_event.step_failure_data.error
-        if error is not None:
-            cause = error.cause or error
-            return one_line(f"{cause.cls_name}: {cause.message}" if cause.cls_name else cause.message)
-    runs = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE, ascending=False,
-                                        limit=1).records
-    if runs and runs[0].event_log_entry.dagster_event is not None:
-        message = runs[0].event_log_entry.dagster_event.message or runs[0].event_log_entry.user_message
-        return one_line(message) if message else None
-    return None
-
-
 def one_line(text: str, limit: int = _MAX_ERROR_TAG_CHARS) -> str:
     """`text` on one line (whitespace runs collapsed), cut at `limit` characters."""
     flat = " ".join(text.split())
@@ -86,7 +70,7 @@ def one_line(text: str, limit: int = _MAX_ERROR_TAG_CHARS) -> str:
 
 
 def record_outcome(
-    context: dg.OpExecutionContext,
+    context: dg.OpExecutionContext,  # noqa: F821 (an annotation only: this module does not import Dagster)
     outcome: Outcome,
     items_processed: int,
     items_failed: int,
@@ -98,10 +82,12 @@ def record_outcome(
     return tags
 
 
-def outcome_of(status: dg.DagsterRunStatus, tags: Mapping[str, str]) -> str:
-    """The audit outcome of a run: its outcome tag when the run finished, else derived from its status."""
-    if status == dg.DagsterRunStatus.SUCCESS:
+def outcome_of(status: RunStatus | str | object, tags: Mapping[str, str]) -> str:
+    """The audit outcome of a run (its status a DagsterRunStatus or its value): its outcome tag when the run
+    finished, else derived from its status."""
+    value = status_value(status)
+    if value == RunStatus.SUCCESS:
         return tags.get(TAG_OUTCOME, Outcome.SUCCESS.value)
-    if status == dg.DagsterRunStatus.FAILURE:
+    if value == RunStatus.FAILURE:
         return Outcome.FAILED.value
-    return status.value.lower()
+    return value.lower()

@@ -2,9 +2,9 @@
 
 Names and labels are the published interface in docs/metrics.md (dashboards and alert
 rules depend on them). Nothing is accumulated in memory, so values survive API restarts and several API replicas
-agree. Run facts come from Dagster's run tables through the run storage's own connection (one grouped query per
-family, not one query per run); TAB calls from the race database's `scrapes` table. A failing source is logged and
-reported in `maintenance_api_metrics_errors{source}`; the other families are still served.
+agree. Dagster's facts come from its storage tables by SQL (one grouped query per family, not one query per run;
+dagster_storage.py), without importing Dagster; TAB calls from the race database's `scrapes` table. A failing source
+is logged and reported in `maintenance_api_metrics_errors{source}`; the other families are still served.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-import dagster as dg
 import sqlalchemy as sa
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from orchestration_core.dagster_tags import RETRY_NUMBER_TAG
-from platform_monitoring import alert_metrics, overdue, schedulers
+from platform_monitoring import alert_metrics, dagster_storage, overdue, schedulers
 from platform_monitoring.catalog import Catalog, CatalogUnavailable
 from platform_monitoring.job_policies import JobPolicy, load_policies
 from platform_monitoring.liveness import (
@@ -37,7 +36,9 @@ from platform_monitoring.liveness import (
 from platform_monitoring.status import concurrent_limit, heartbeat_ages
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.execution_history import tag_values
+from maintenance_jobs.execution_history.run_storage import RunStorage, connect
 from maintenance_jobs.executor_configs import POSTGRES_DATABASES
+from orchestration_core.instance_config import InstanceConfig
 from orchestration_core.dagster_schema import run_tags as run_tags_table, runs as runs_table
 from orchestration_core.run_outcome import (
     TAG_ITEMS_FAILED,
@@ -108,7 +109,7 @@ def run_families(rows: list[RunRow], now: dt.datetime) -> Iterator[Metric]:
     naive_now = now.replace(tzinfo=None)
     for window, span in WINDOWS.items():
         in_window = [r for r in rows if r.created > naive_now - span]
-        outcomes = Counter((r.job, outcome_of(dg.DagsterRunStatus(r.status), r.tags)) for r in in_window)
+        outcomes = Counter((r.job, outcome_of(r.status, r.tags)) for r in in_window)
         for (job, outcome), count in sorted(outcomes.items()):
             runs.add_metric([job, outcome, window], count)
         numbers = Counter((r.job, tag_values.retry_number(r.tags.get(RETRY_NUMBER_TAG))) for r in in_window)
@@ -176,19 +177,15 @@ def live_families(conn: sa.Connection) -> Iterator[Metric]:
     yield from (active, queued, last)
 
 
-def step_retry_families(instance: dg.DagsterInstance, now: dt.datetime) -> Iterator[Metric]:
+def step_retry_families(storage: RunStorage, now: dt.datetime) -> Iterator[Metric]:
     """STEP_RESTARTED events of the window; the n-th restart of a step in a run is retry number n. Also the highest
     number per job, which RetriesAboveMaximum compares with the job's own retry policy."""
     family = GaugeMetricFamily("orchestration_step_retries", "Step retry events by retry number",
                                labels=["job", "retry_number", "window"])
     since = (now - WINDOWS["24h"]).timestamp()
-    records = instance.get_event_records(
-        dg.EventRecordsFilter(event_type=dg.DagsterEventType.STEP_RESTARTED, after_timestamp=since), ascending=True
-    )
     seen: Counter[tuple[str, str | None]] = Counter()
     counts: Counter[tuple[str, int, str]] = Counter()
-    for record in records:
-        entry = record.event_log_entry
+    for entry in dagster_storage.step_restarts(storage, since):
         seen[(entry.run_id, entry.step_key)] += 1
         number = seen[(entry.run_id, entry.step_key)]
         for window, span in WINDOWS.items():
@@ -202,11 +199,11 @@ def step_retry_families(instance: dg.DagsterInstance, now: dt.datetime) -> Itera
                                        (((job, window), number) for job, number, window in counts))
 
 
-def heartbeat_family(instance: dg.DagsterInstance) -> Metric:
+def heartbeat_family(storage: RunStorage) -> Metric:
     family = GaugeMetricFamily("orchestration_daemon_heartbeat_age_seconds", "Seconds since each daemon's heartbeat",
                                labels=["daemon_type"])
     now = time.time()
-    for daemon, beat in sorted(instance.get_daemon_heartbeats().items()):
+    for daemon, beat in sorted(dagster_storage.daemon_heartbeats(storage).items()):
         family.add_metric([daemon], max(0.0, now - beat.timestamp))
     return family
 
@@ -233,7 +230,7 @@ def tab_request_family(racing: sa.Engine, now: dt.datetime) -> Metric:
 
 
 # The racing location's `racing_day` asset checks (racing_orchestration/checkpoints/racing_day.py), by name: the
-# control API reads their stored evaluations from the instance, it does not import the racing code.
+# control API reads their stored evaluations from Dagster's storage, it does not import the racing code.
 RACING_DAY_ASSET = "racing_day"
 RACING_DAY_CHECKS = ("pre_race_snapshots_complete", "results_complete")
 ITEM_CLASSES = ("captured", "explained", "pending", "missing")
@@ -259,20 +256,16 @@ def check_figures(check: str, passed: bool, evaluated_at: float, metadata: dict[
                         float(metadata.get("completeness") or 0.0), counts)
 
 
-def latest_check_figures(instance: dg.DagsterInstance, check: str) -> CheckFigures | None:
+def latest_check_figures(storage: RunStorage, check: str) -> CheckFigures | None:
     """The newest completed evaluation of `check` (any day), or None if it never ran."""
-    key = dg.AssetCheckKey(dg.AssetKey(RACING_DAY_ASSET), check)
-    for record in instance.event_log_storage.get_asset_check_execution_history(key, limit=CHECK_HISTORY_LOOKBACK):
-        event = record.event.dagster_event if record.event is not None else None
-        if event is None or event.event_type != dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+    for evaluation in dagster_storage.check_evaluations(storage, [RACING_DAY_ASSET], check, CHECK_HISTORY_LOOKBACK):
+        if evaluation is None:
             continue  # planned, still running
-        evaluation = event.event_specific_data
-        metadata = {k: getattr(v, "value", v) for k, v in evaluation.metadata.items()}
-        return check_figures(check, evaluation.passed, record.event.timestamp, metadata)
+        return check_figures(check, evaluation.passed, evaluation.timestamp, evaluation.metadata)
     return None
 
 
-def racing_day_families(instance: dg.DagsterInstance) -> Iterator[Metric]:
+def racing_day_families(storage: RunStorage) -> Iterator[Metric]:
     """The latest racing_day completeness check of each kind: its day, ratio, counts by class and outcome."""
     ratio = GaugeMetricFamily("racing_day_completeness_ratio",
                               "Share of the racing day's expected items captured or explained (latest check)",
@@ -284,7 +277,7 @@ def racing_day_families(instance: dg.DagsterInstance) -> Iterator[Metric]:
     evaluated = GaugeMetricFamily("racing_day_check_timestamp_seconds", "Unix time of the latest racing_day check",
                                   labels=["check", "day"])
     for check in RACING_DAY_CHECKS:
-        figures = latest_check_figures(instance, check)
+        figures = latest_check_figures(storage, check)
         if figures is None:
             continue
         ratio.add_metric([check, figures.day], figures.ratio)
@@ -295,41 +288,44 @@ def racing_day_families(instance: dg.DagsterInstance) -> Iterator[Metric]:
     yield from (ratio, items, passed, evaluated)
 
 
-def registry_families(registry: sa.Engine, instance: dg.DagsterInstance) -> Iterator[Metric]:
+def registry_families(registry: sa.Engine, config: InstanceConfig) -> Iterator[Metric]:
     with registry.connect() as conn:
         enabled = conn.execute(
             sa.select(sa.func.count()).select_from(scheduled_tasks).where(scheduled_tasks.c.enabled.is_(True))
         ).scalar_one()
     yield GaugeMetricFamily("maintenance_tasks_enabled", "Enabled tasks in the registry", value=enabled)
     yield GaugeMetricFamily("maintenance_concurrent_limit", "The maintenance run limit",
-                            value=concurrent_limit(instance))
+                            value=concurrent_limit(config))
 
 
-def postgres_backup_successes(instance: dg.DagsterInstance) -> dict[str, float]:
+def postgres_backup_successes(storage: RunStorage) -> dict[str, float]:
     """database -> unix time of its newest dump: the latest materialization of `postgres_backup/<database>`, which
     postgres_backup_executor records only once the dump and its checksum file are in place."""
     successes = {}
     for database in POSTGRES_DATABASES:
-        event = instance.get_latest_materialization_event(
-            dg.AssetKey(alert_metrics.postgres_backup_asset_key(database)))
-        if event is not None:
-            successes[database] = event.timestamp
+        timestamp = dagster_storage.latest_materialization_timestamp(
+            storage, alert_metrics.postgres_backup_asset_key(database))
+        if timestamp is not None:
+            successes[database] = timestamp
     return successes
 
 
 class StorageCollector(Collector):
-    """Collects at scrape time; `instance`, `registry`, `racing` and `catalog` (the webserver's, catalog.py) are
-    callables so they open lazily. Without the catalog (the webserver never answered) the families that need it
-    (instigators, job schedules, retry limits) are served without samples and the daemon's liveness from its
-    heartbeats alone (as /health does); `maintenance_api_metrics_errors{source="catalog"}` is 1 then, and while an
+    """Collects at scrape time; `dagster` (an engine on Dagster's storage database), `registry`, `racing`, `catalog`
+    (the webserver's, catalog.py) and `config` (the instance's, instance_config.py) are callables so they open
+    lazily. Without the catalog (the webserver never answered) the families that need it (instigators, job
+    schedules, retry limits) are served without samples and the daemon's liveness from its heartbeats alone (as
+    /health does); `maintenance_api_metrics_errors{source="catalog"}` is 1 then, and while an
     older catalog is served."""
 
-    def __init__(self, instance: Callable[[], dg.DagsterInstance], registry: Callable[[], sa.Engine],
+    def __init__(self, dagster: Callable[[], RunStorage], registry: Callable[[], sa.Engine],
                  racing: Callable[[], sa.Engine | None], catalog: Callable[[], Catalog], *,
+                 config: Callable[[], InstanceConfig],
                  heartbeat_max_age_seconds: float = DEFAULT_HEARTBEAT_MAX_AGE_SECONDS,
                  code_servers: Sequence[CodeServer] = (),
                  policies: Callable[[], Mapping[tuple[str, str], JobPolicy]] = load_policies) -> None:
-        self._instance = instance
+        self._dagster = dagster
+        self._config = config
         self._catalog = catalog
         self._policies = policies
         self._registry = registry
@@ -351,11 +347,11 @@ class StorageCollector(Collector):
                                    labels=["source"])
         sources: dict[str, Callable[[], Iterator[Metric]]] = {
             "runs": lambda: self._runs(now),
-            "step_retries": lambda: step_retry_families(self._instance(), now),
-            "heartbeats": lambda: iter([heartbeat_family(self._instance())]),
-            "registry": lambda: registry_families(self._registry(), self._instance()),
+            "step_retries": lambda: step_retry_families(self._dagster(), now),
+            "heartbeats": lambda: iter([heartbeat_family(self._dagster())]),
+            "registry": lambda: registry_families(self._registry(), self._config()),
             "tab_requests": lambda: self._tab(now),
-            "racing_day": lambda: racing_day_families(self._instance()),
+            "racing_day": lambda: racing_day_families(self._dagster()),
             # What the alert rules compare against (platform_monitoring/alert_metrics.py, docs/alerts.md).
             "instigators": lambda: self._instigators(now, known()),
             "code_servers": lambda: alert_metrics.code_server_families(
@@ -366,7 +362,7 @@ class StorageCollector(Collector):
             "catalog": self._catalog_problem,
             "retry_limits": lambda: self._retry_limits(task_schedules(), known()),
             "postgres_backups": lambda: alert_metrics.postgres_backup_families(
-                postgres_backup_successes(self._instance())),
+                postgres_backup_successes(self._dagster())),
         }
         for source, produce in sources.items():
             try:
@@ -380,9 +376,8 @@ class StorageCollector(Collector):
         yield errors
 
     def _runs(self, now: dt.datetime) -> Iterator[Metric]:
-        storage = self._instance().run_storage
         since = (now - WINDOWS["24h"]).replace(tzinfo=None)
-        with storage.connect() as conn:
+        with connect(self._dagster()) as conn:
             rows = recent_runs(conn, since, since.replace(tzinfo=dt.UTC).timestamp())
             live = list(live_families(conn))
         yield from run_families(rows, now)
@@ -390,13 +385,13 @@ class StorageCollector(Collector):
 
     def _instigators(self, now: dt.datetime, catalog: Catalog) -> Iterator[Metric]:
         """Each schedule's and sensor's tick state, and whether the daemon is up (the same rule as /health)."""
-        instance = self._instance()
-        states = schedulers.tick_states(instance, catalog.instigators, now=now)
+        storage = self._dagster()
+        states = schedulers.tick_states(storage, catalog.instigators, now=now)
         yield from alert_metrics.instigator_families(states)
         intervals, newest = sensor_tick_inputs(((s.running, s.last_tick_at, s.interval_seconds)
                                                  for s in states if s.kind == "sensor"), now.timestamp())
-        ages = heartbeat_ages(instance.get_daemon_heartbeats(), now.timestamp())
-        liveness = daemon_liveness(ages, instance.get_required_daemon_types(), self._heartbeat_max_age, intervals,
+        ages = heartbeat_ages(dagster_storage.daemon_heartbeats(storage), now.timestamp())
+        liveness = daemon_liveness(ages, self._config().required_daemons, self._heartbeat_max_age, intervals,
                                    newest)
         yield GaugeMetricFamily("orchestration_daemon_up",
                                 "1 when every required daemon's heartbeat is fresh and its running sensors tick",
@@ -420,13 +415,12 @@ class StorageCollector(Collector):
         return iter(())
 
     def _task_schedules(self, tasks: list[overdue.TaskSchedule]) -> Iterator[Metric]:
-        successes = overdue.task_last_successes(self._instance(), (t.task for t in tasks))
+        successes = overdue.task_last_successes(self._dagster(), (t.task for t in tasks))
         yield from alert_metrics.task_schedule_families(tasks, successes)
 
     def _retry_limits(self, tasks: list[overdue.TaskSchedule], catalog: Catalog) -> Iterator[Metric]:
-        instance = self._instance()
         jobs = catalog.jobs
-        default = instance.run_retries_max_retries if instance.run_retries_enabled else 0
+        default = self._config().run_retries_max
         yield from alert_metrics.retry_limit_families(alert_metrics.step_retry_limits(jobs, self._policies()),
                                                       alert_metrics.run_retry_limits(jobs, default, tasks))
 

@@ -21,11 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-import dagster as dg
 import sqlalchemy as sa
 from croniter import croniter
 
 from maintenance_jobs.database.tables import scheduled_tasks
+from maintenance_jobs.execution_history.run_storage import RunStorage, connect
 from maintenance_jobs.executor_configs import BUILTIN_CONFIGS
 from maintenance_jobs.schedule import CronFields, cron_expression
 from orchestration_core.dagster_schema import run_tags, runs
@@ -107,7 +107,7 @@ def enabled_task_schedules(registry: sa.Engine) -> list[TaskSchedule]:
                           r.timeout_seconds, r.max_retries, r.created_at) for r in rows]
 
 
-def task_last_successes(instance: dg.DagsterInstance, tasks: Iterable[str]) -> dict[str, float]:
+def task_last_successes(storage: RunStorage, tasks: Iterable[str]) -> dict[str, float]:
     """End time of each task's newest successful run, in one grouped query over the indexed task tag (retention keeps
     the latest success of every task whatever its age)."""
     names = list(tasks)
@@ -118,7 +118,7 @@ def task_last_successes(instance: dg.DagsterInstance, tasks: Iterable[str]) -> d
              .select_from(runs.join(tag, tag.c.run_id == runs.c.run_id))
              .where(tag.c.key == TAG_MAINTENANCE_TASK, tag.c.value.in_(names), runs.c.status == "SUCCESS")
              .group_by(tag.c.value))
-    with instance.run_storage.connect() as conn:
+    with connect(storage) as conn:
         return {name: end for name, end in conn.execute(query) if end is not None}
 
 

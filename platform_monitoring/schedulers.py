@@ -2,10 +2,11 @@
 `/health`, and the tick state the alert rules read in `/metrics`).
 
 What each one is (its cron, interval, default status) comes from the webserver's catalog (catalog.py); its stored
-state and ticks are looked up through the instance's public methods by its selector id (location, repository, name),
-which is what the daemon writes. Stored statuses are compared by their values (Dagster's InstigatorStatus and
-TickStatus), and a stored state's data by the attributes read, so no Dagster type is imported. A schedule's next tick
-is its cron's next time in its timezone; a running sensor's is its last tick plus its interval.
+state and ticks are read from Dagster's schedule storage by SQL (dagster_storage.py) by its selector id (location,
+repository, name), which is what the daemon writes. Stored statuses are compared by their values (Dagster's
+InstigatorStatus and TickStatus), and a stored state's data by the attributes read, so no Dagster type is imported.
+A schedule's next tick is its cron's next time in its timezone; a running sensor's is its last tick plus its
+interval.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-import dagster as dg
-import sqlalchemy as sa
 from croniter import croniter
 from pydantic import BaseModel
 
 from maintenance_jobs.executors.scrub import scrub
-from orchestration_core.dagster_schema import instigator_selector_id, job_ticks
-from orchestration_core.run_outcome import outcome_of
+from maintenance_jobs.execution_history.run_storage import RunStorage
+from orchestration_core.dagster_schema import instigator_selector_id
+from orchestration_core.run_outcome import TAG_OUTCOME, outcome_of
+from platform_monitoring import dagster_storage
 from platform_monitoring.catalog import Definition
 
 DEFAULT_SENSOR_INTERVAL_SECONDS = 30
@@ -62,11 +63,14 @@ def _state(stored, default_running: bool) -> str:
     return "running" if stored.status.value == "RUNNING" else "stopped"
 
 
-def describe(instance: dg.DagsterInstance, item: Definition, now: dt.datetime) -> Instigator:
+def describe(storage: RunStorage, item: Definition, now: dt.datetime,
+             stored: dict[str, dagster_storage.StoredInstigator] | None = None) -> Instigator:
+    """One schedule or sensor with its stored state (from `stored`, all states read once; else read now), its last
+    tick and its last run."""
     key = selector_id(item)
-    stored = instance.get_instigator_state(key, key)
-    state = _state(stored, item.default_running)
-    ticks = instance.get_ticks(key, key, limit=1)
+    states = stored if stored is not None else dagster_storage.instigator_states(storage)
+    state = _state(states.get(key), item.default_running)
+    ticks = dagster_storage.newest_ticks(storage, [key], limit=1).get(key, [])
     last_tick = ticks[0] if ticks else None
     last_tick_at = dt.datetime.fromtimestamp(last_tick.timestamp, dt.UTC) if last_tick else None
     cron = timezone = interval = None
@@ -81,8 +85,7 @@ def describe(instance: dg.DagsterInstance, item: Definition, now: dt.datetime) -
         if state == "running":
             next_tick = max(now, last_tick_at + dt.timedelta(seconds=interval)) if last_tick_at else now
     run_tag = "dagster/schedule_name" if item.kind == "schedule" else "dagster/sensor_name"
-    runs = instance.get_run_records(filters=dg.RunsFilter(tags={run_tag: item.name}), limit=1)
-    last_run = runs[0] if runs else None
+    last_run = dagster_storage.last_run_tagged(storage, run_tag, item.name, (TAG_OUTCOME,))
     return Instigator(
         name=item.name,
         type=item.kind,
@@ -94,17 +97,18 @@ def describe(instance: dg.DagsterInstance, item: Definition, now: dt.datetime) -
         last_tick_at=last_tick_at,
         last_tick_status=last_tick.status.value.lower() if last_tick else None,
         next_tick_at=next_tick,
-        last_run_id=last_run.dagster_run.run_id if last_run else None,
-        last_run_outcome=outcome_of(last_run.dagster_run.status, last_run.dagster_run.tags) if last_run else None,
-        last_run_at=_utc(last_run.create_timestamp) if last_run else None,
+        last_run_id=last_run.run_id if last_run else None,
+        last_run_outcome=outcome_of(last_run.status, last_run.tags) if last_run else None,
+        last_run_at=_utc(last_run.created) if last_run else None,
     )
 
 
-def list_instigators(instance: dg.DagsterInstance, items: tuple[Definition, ...],
+def list_instigators(storage: RunStorage, items: tuple[Definition, ...],
                      now: dt.datetime | None = None) -> Iterator[Instigator]:
     moment = now or dt.datetime.now(dt.UTC)
+    stored = dagster_storage.instigator_states(storage) if items else {}
     for item in items:
-        yield describe(instance, item, moment)
+        yield describe(storage, item, moment, stored)
 
 
 def sensor_intervals(items: tuple[Definition, ...]) -> dict[tuple[str, str], float]:
@@ -145,43 +149,10 @@ def instigator_health_rows(items: tuple[Definition, ...], stored: dict[str, obje
     return rows
 
 
-def newest_ticks(instance: dg.DagsterInstance, selector_ids: list[str], limit: int) -> dict[str, list]:
-    """The newest `limit` ticks of each instigator, newest first, in one query that walks the tick table's
-    (selector_id, timestamp) index once per instigator. Dagster's own `get_batch_ticks` ranks every stored tick of
-    them (a window over the whole table): 1.7 s at 400k ticks against ~10 ms (bench/alert_metrics.py). Postgres
-    (LATERAL) finds the ids, the storage's public `get_ticks_by_ids` reads those ticks by primary key; Dagster's
-    query on other storages (or one without a SQL connection)."""
-    storage = instance.schedule_storage
-    if selector_ids and callable(getattr(storage, "connect", None)) \
-            and callable(getattr(storage, "get_ticks_by_ids", None)):
-        with storage.connect() as conn:
-            owners = dict(conn.execute(_newest_tick_ids(selector_ids, limit)).all()) \
-                if conn.dialect.name == "postgresql" else None
-        if owners is not None:
-            found: dict[str, list] = {}
-            for tick in storage.get_ticks_by_ids(list(owners)):
-                found.setdefault(owners[tick.tick_id], []).append(tick)
-            # Newest first; ticks of one instant by id, as they were made.
-            return {key: sorted(items, key=lambda t: (t.timestamp, t.tick_id), reverse=True)
-                    for key, items in found.items()}
-    return {key: list(ticks) for key, ticks in instance.get_batch_ticks(selector_ids, limit=limit).items()}
-
-
-def _newest_tick_ids(selector_ids: list[str], limit: int) -> sa.Select:
-    """(tick id, selector id) of the newest `limit` ticks of each selector id: a LATERAL walk of the
-    (selector_id, timestamp) index per instigator."""
-    wanted = sa.values(sa.column("selector_id", sa.String), name="wanted").data([(key,) for key in selector_ids])
-    ticks = job_ticks
-    newest = (sa.select(ticks.c.id, ticks.c.selector_id)
-              .where(ticks.c.selector_id == wanted.c.selector_id)
-              .order_by(ticks.c.timestamp.desc()).limit(limit).lateral("newest"))
-    return sa.select(newest.c.id, newest.c.selector_id).select_from(wanted.join(newest, sa.true()))
-
-
-def instigator_health(instance: dg.DagsterInstance, items: tuple[Definition, ...]) -> list[InstigatorHealth]:
+def instigator_health(storage: RunStorage, items: tuple[Definition, ...]) -> list[InstigatorHealth]:
     """Every schedule and sensor of every location in two queries: all stored states, and the last tick of each."""
-    stored = {state.selector_id: state for state in instance.all_instigator_state()}
-    batches = newest_ticks(instance, [selector_id(item) for item in items], limit=1)
+    stored = dagster_storage.instigator_states(storage)
+    batches = dagster_storage.newest_ticks(storage, [selector_id(item) for item in items], limit=1)
     last_ticks = {key: (ticks[0].timestamp, ticks[0].status.value.lower()) for key, ticks in batches.items() if ticks}
     return instigator_health_rows(items, stored, last_ticks)
 
@@ -195,7 +166,7 @@ MAX_ERROR_CHARS = 200
 
 @dataclass(frozen=True)
 class TickState:
-    """What the alert rules need of one schedule or sensor, from the instance's schedule storage only (never the code
+    """What the alert rules need of one schedule or sensor, from Dagster's schedule storage only (never the code
     servers, so it tells the truth when they are down)."""
 
     location: str
@@ -271,11 +242,11 @@ def tick_state(item: Definition, stored, ticks: list, now: dt.datetime) -> TickS
     )
 
 
-def tick_states(instance: dg.DagsterInstance, items: tuple[Definition, ...],
+def tick_states(storage: RunStorage, items: tuple[Definition, ...],
                 now: dt.datetime | None = None) -> list[TickState]:
     """Every schedule and sensor of every location, in two queries (all stored states; the newest ticks of each)."""
     moment = now or dt.datetime.now(dt.UTC)
-    stored = {state.selector_id: state for state in instance.all_instigator_state()}
-    batches = newest_ticks(instance, [selector_id(item) for item in items], limit=TICK_HISTORY)
+    stored = dagster_storage.instigator_states(storage)
+    batches = dagster_storage.newest_ticks(storage, [selector_id(item) for item in items], limit=TICK_HISTORY)
     return [tick_state(item, stored.get(selector_id(item)), list(batches.get(selector_id(item), [])), moment)
             for item in items]

@@ -1,7 +1,9 @@
 """`GET /stats` and `GET /health`: grouped counts over run storage plus daemon heartbeat freshness.
 
-Counts are single grouped SQL queries over Dagster's run tables (through the run storage's own connection), not
-one `get_runs_count` per status: each of those joins the tag table again and costs ~100 ms at 100k runs.
+Counts are single grouped SQL queries over Dagster's run tables, not one `get_runs_count` per status: each of those
+joins the tag table again and costs ~100 ms at 100k runs. Everything is read through `storage` (an engine on
+Dagster's database; see run_storage.RunStorage) and the instance's dagster.yaml (instance_config.py), without
+importing Dagster.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
-import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
-from platform_monitoring import schedulers
+from platform_monitoring import dagster_storage, schedulers
 from platform_monitoring.catalog import Catalog, CatalogUnavailable
 from platform_monitoring.liveness import (
     SCHEDULING_DAEMONS,
@@ -28,15 +29,17 @@ from platform_monitoring.liveness import (
     sensor_tick_inputs,
 )
 from maintenance_jobs.execution_history.items import EXECUTION_STATUSES, execution_status
+from maintenance_jobs.execution_history.run_storage import RunStorage, connect
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.models import config_problem
 from maintenance_jobs.registry import list_tasks
 from maintenance_jobs.tags import TAG_STATUS
 from orchestration_core.dagster_schema import run_tags, runs as runs_table
+from orchestration_core.instance_config import InstanceConfig, instance_config
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_KIND
+from orchestration_core.run_status import RunStatus as S
 
 log = logging.getLogger(__name__)
-S = dg.DagsterRunStatus
 # The old scheduler's limit, used when the instance has no tag limit for maintenance runs.
 DEFAULT_CONCURRENT_LIMIT = 5
 ACTIVE = [S.STARTING, S.STARTED, S.CANCELING]
@@ -115,11 +118,9 @@ def maintenance_limit(tag_limits: Iterable[Mapping[str, object]]) -> int:
     return DEFAULT_CONCURRENT_LIMIT
 
 
-def concurrent_limit(instance: dg.DagsterInstance) -> int:
-    try:
-        return maintenance_limit(instance.get_concurrency_config().run_queue_config.tag_concurrency_limits)
-    except Exception:  # a run coordinator without a queue config: the documented default
-        return DEFAULT_CONCURRENT_LIMIT
+def concurrent_limit(config: InstanceConfig) -> int:
+    """The maintenance limit of the instance's run queue; without a queued run coordinator, the documented 5."""
+    return maintenance_limit(config.tag_concurrency_limits) if config.queued else DEFAULT_CONCURRENT_LIMIT
 
 
 def _maintenance_runs(*columns: sa.ColumnElement) -> sa.Select:
@@ -137,45 +138,46 @@ def count_by_execution_status(rows: Iterable[tuple[str, str | None, int]]) -> di
     counts = dict.fromkeys(EXECUTION_STATUSES, 0)
     for dagster_status, recorded, count in rows:
         tags = {TAG_STATUS: recorded} if recorded else {}
-        counts[execution_status(dg.DagsterRunStatus(dagster_status), tags)] += count
+        counts[execution_status(dagster_status, tags)] += count
     return counts
 
 
-def execution_counts(instance: dg.DagsterInstance, since: dt.datetime) -> dict[str, int]:
+def execution_counts(storage: RunStorage, since: dt.datetime) -> dict[str, int]:
     """Maintenance runs created since `since` by the old scheduler's statuses, in one grouped query."""
     runs = runs_table
     query = _maintenance_runs(sa.func.count()).where(runs.c.create_timestamp > since.astimezone(dt.UTC)
                                                      .replace(tzinfo=None))
-    with instance.run_storage.connect() as conn:
+    with connect(storage) as conn:
         rows = conn.execute(query.group_by(*query.selected_columns[:2])).all()
     return count_by_execution_status(rows)
 
 
-def live_counts(instance: dg.DagsterInstance) -> dict[str, int]:
+def live_counts(storage: RunStorage) -> dict[str, int]:
     """Maintenance runs now running (STARTING/STARTED/CANCELING) and queued (the status index finds them)."""
     runs = runs_table
     query = _maintenance_runs(sa.func.count()).where(runs.c.status.in_([s.value for s in (*ACTIVE, S.QUEUED)]))
-    with instance.run_storage.connect() as conn:
+    with connect(storage) as conn:
         rows = conn.execute(query.group_by(*query.selected_columns[:2])).all()
     running = sum(count for status_, _, count in rows if status_ != S.QUEUED.value)
     return {"running": running, "queued": sum(count for status_, _, count in rows if status_ == S.QUEUED.value)}
 
 
-def stats(instance: dg.DagsterInstance, registry: sa.Engine, max_heartbeat_age: float) -> Stats:
+def stats(storage: RunStorage, registry: sa.Engine, max_heartbeat_age: float,
+          config: InstanceConfig | None = None) -> Stats:
     now = dt.datetime.now(dt.UTC)
-    ages = heartbeat_ages(instance.get_daemon_heartbeats(), now.timestamp())
+    ages = heartbeat_ages(dagster_storage.daemon_heartbeats(storage), now.timestamp())
     with registry.connect() as conn:
         enabled = conn.execute(
             sa.select(sa.func.count()).select_from(scheduled_tasks).where(scheduled_tasks.c.enabled.is_(True))
         ).scalar_one()
-    live = live_counts(instance)
+    live = live_counts(storage)
     return Stats(
         scheduler_running=scheduler_running(ages, max_heartbeat_age),
         tasks_enabled=enabled,
         tasks_currently_running=live["running"],
         tasks_queued=live["queued"],
-        concurrent_limit=concurrent_limit(instance),
-        execution_stats_24h=execution_counts(instance, now - dt.timedelta(hours=24)),
+        concurrent_limit=concurrent_limit(config or instance_config(None)),
+        execution_stats_24h=execution_counts(storage, now - dt.timedelta(hours=24)),
         daemon_heartbeat_age_seconds=ages,
     )
 
@@ -239,14 +241,14 @@ def refused_tasks(registry: sa.Engine) -> list[RefusedTask]:
     return refused
 
 
-def _instigator_probe(instance: dg.DagsterInstance, catalog: Callable[[], Catalog],
+def _instigator_probe(storage: RunStorage, catalog: Callable[[], Catalog],
                       instigators: Callable[..., list[schedulers.InstigatorHealth]]
                       ) -> tuple[list[schedulers.InstigatorHealth], dict[tuple[str, str], float], str | None]:
     """Run in the instigators probe, under its deadline: the schedules and sensors the webserver's catalog lists
     (kept in memory once fetched), their stored states and last ticks, the sensors' intervals, and why the catalog
     is an older one if it is."""
     known = catalog()
-    return instigators(instance, known.instigators), schedulers.sensor_intervals(known.instigators), known.problem
+    return instigators(storage, known.instigators), schedulers.sensor_intervals(known.instigators), known.problem
 
 
 def _sensor_ticks(rows: list[schedulers.InstigatorHealth], intervals: Mapping[tuple[str, str], float],
@@ -256,8 +258,8 @@ def _sensor_ticks(rows: list[schedulers.InstigatorHealth], intervals: Mapping[tu
                                for row in rows if row.type == "sensor"), now)
 
 
-def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], registry: sa.Engine,
-           max_heartbeat_age: float, *, probes: HealthProbes | None = None,
+def health(storage: RunStorage | Callable[[], RunStorage], registry: sa.Engine,
+           max_heartbeat_age: float, *, config: InstanceConfig | None = None, probes: HealthProbes | None = None,
            deadline_seconds: float = PROBE_DEADLINE_SECONDS,
            catalog: Callable[[], Catalog] | None = None,
            instigators: Callable[..., list[schedulers.InstigatorHealth]] = schedulers.instigator_health,
@@ -265,19 +267,22 @@ def health(instance: dg.DagsterInstance | Callable[[], dg.DagsterInstance], regi
            ping: Callable[[CodeServer], None] | None = None,
            ) -> Health:
     """Never raises and returns within `deadline_seconds` (plus scheduling): each store that does not answer in
-    time or fails is reported (by error class only: messages may hold URLs). `instance` may be a factory (opening
-    the instance is itself a database round trip). The schedules-and-sensors probe and the code-server pings run
-    beside the other two under the same deadline. A stopped sensor may be an operator's choice and does not change
-    `status`; the daemon being down (stale heartbeats, or sensors that stopped ticking), a code server that does not
-    answer, or a webserver that gave no catalog of schedules and sensors (`schedules_and_sensors_state` says why;
-    an older catalog is still shown) makes it `degraded`."""
+    time or fails is reported (by error class only: messages may hold URLs). `storage` may be a factory (opening it
+    may fail: the Dagster probe reports that); `config` is the instance's (which daemons must beat). The
+    schedules-and-sensors probe and the code-server pings run beside the other two under the same deadline. A
+    stopped sensor may be an operator's choice and does not change `status`; the daemon being down (stale heartbeats,
+    or sensors that stopped ticking), a code server that does not answer, or a webserver that gave no catalog of
+    schedules and sensors (`schedules_and_sensors_state` says why; an older catalog is still shown) makes it
+    `degraded`."""
     probes = probes or HealthProbes()
-    open_instance = (lambda: instance) if isinstance(instance, dg.DagsterInstance) else instance
+    open_storage = storage if _is_factory(storage) else lambda: storage
+    required_daemons = (config or instance_config(None)).required_daemons
     deadline = time.monotonic() + deadline_seconds
     registry_probe = probes.start("registry", lambda: refused_tasks(registry))
-    dagster_probe = probes.start("dagster", lambda: _heartbeats_and_required(open_instance()))
+    dagster_probe = probes.start("dagster", lambda: (dagster_storage.daemon_heartbeats(open_storage()),
+                                                     list(required_daemons)))
     known = catalog or _no_catalog
-    instigator_probe = probes.start("instigators", lambda: _instigator_probe(open_instance(), known, instigators))
+    instigator_probe = probes.start("instigators", lambda: _instigator_probe(open_storage(), known, instigators))
     code_server_probe = probes.start("code_servers", lambda: code_server_states(code_servers, ping))
     registry_state, refused = _outcome(registry_probe, deadline, "registry database", deadline_seconds)
     dagster_state, daemons = _outcome(dagster_probe, deadline, "Dagster storage", deadline_seconds)
@@ -326,6 +331,6 @@ def _catalog_state(probe: Future, stale: str | None) -> str | None:
     return None
 
 
-def _heartbeats_and_required(instance: dg.DagsterInstance) -> tuple[Mapping[str, object], list[str]]:
-    """The daemons' heartbeats and the daemon types this instance's configuration runs (all must beat)."""
-    return instance.get_daemon_heartbeats(), list(instance.get_required_daemon_types())
+def _is_factory(storage: object) -> bool:
+    """A callable that makes the storage, not a storage (an engine or a Dagster instance) itself."""
+    return callable(storage) and not hasattr(storage, "connect") and not hasattr(storage, "run_storage")

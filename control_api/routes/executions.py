@@ -82,7 +82,7 @@ async def executions(
     root_path = request.scope.get("root_path", "")
 
     def page() -> CachedPage:
-        result = list_executions(state.instance, state.prepared_registry(), query, state.settings.dagster_ui_url)
+        result = list_executions(state.dagster, state.prepared_registry(), query, state.settings.dagster_ui_url)
         headers = (("Link", next_page_link(root_path, query, result.next_cursor)),) if result.next_cursor else ()
         return CachedPage(_ITEMS.dump_json(result.items), headers)
 
@@ -105,5 +105,5 @@ def history_of_task(
     since = bounded(since, "since") if since else None
     until = bounded(until, "until") if until else max(now, since or now)  # a future `since` alone: an empty range
     since = since or until - dt.timedelta(days=DEFAULT_TASK_HISTORY_DAYS)
-    return task_history(engine, state.instance, task, since, until, now, maintenance_timezone(),
+    return task_history(engine, state.dagster, task, since, until, now, maintenance_timezone(),
                         state.settings.dagster_ui_url)

@@ -18,15 +18,17 @@ State = Annotated[ApiState, Depends(api_state)]
 @router.get("/stats", response_model=status.Stats)
 async def stats(state: State):
     return await state.cached_response(("stats",), lambda: status.stats(
-        state.instance, state.prepared_registry(), state.settings.heartbeat_max_age_seconds).model_dump_json())
+        state.dagster, state.prepared_registry(), state.settings.heartbeat_max_age_seconds,
+        state.instance_config).model_dump_json())
 
 
 @router.get("/health", response_model=status.Health,
             responses={503: {"model": status.Health, "description": "a database is unreachable"}})
 def health(state: State):
-    # Opening the instance is part of the Dagster probe: with its storage down that alone can hang or retry.
-    result = status.health(lambda: state.instance, state.registry, state.settings.heartbeat_max_age_seconds,
-                           probes=state.health_probes, catalog=state.catalog, code_servers=state.settings.code_servers)
+    # Opening Dagster's storage engine is part of the Dagster probe (it fails when no database is configured).
+    result = status.health(lambda: state.dagster, state.registry, state.settings.heartbeat_max_age_seconds,
+                           config=state.instance_config, probes=state.health_probes, catalog=state.catalog,
+                           code_servers=state.settings.code_servers)
     return JSONResponse(result.model_dump(mode="json"), status_code=503 if result.status == "unavailable" else 200)
 
 
@@ -35,7 +37,7 @@ def health(state: State):
 def list_schedulers(state: State):
     # What exists comes from the webserver (its last answer while it is down); state and ticks from storage. Before
     # the webserver ever answered, CatalogUnavailable is a 503 (control_api/app.py).
-    return list(schedulers.list_instigators(state.instance, state.catalog().instigators))
+    return list(schedulers.list_instigators(state.dagster, state.catalog().instigators))
 
 
 @router.get("/metrics", response_class=Response,

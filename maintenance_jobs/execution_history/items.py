@@ -6,13 +6,12 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from maintenance_jobs.execution_history import tag_values
 from maintenance_jobs.execution_history.run_storage import RunRow
-from maintenance_jobs.execution_history.summary import execution_id, from_timestamp, utc
+from maintenance_jobs.execution_history.execution_row import execution_id, from_timestamp, utc
 from maintenance_jobs.tags import (
     TAG_EXECUTOR,
     TAG_OUTPUT,
@@ -25,10 +24,10 @@ from maintenance_jobs.tags import (
 )
 from orchestration_core.dagster_tags import PARENT_RUN_ID_TAG, RETRY_NUMBER_TAG
 from orchestration_core.run_outcome import TAG_ERROR
+from orchestration_core.run_status import RunStatus as S, status_value
 
-S = dg.DagsterRunStatus
 EXECUTION_STATUSES = ("pending", "running", "success", "failed", "timeout", "canceled")
-DAGSTER_STATUSES: dict[str, list[dg.DagsterRunStatus]] = {
+DAGSTER_STATUSES: dict[str, list[S]] = {
     "pending": [S.QUEUED, S.NOT_STARTED, S.STARTING, S.MANAGED],
     "running": [S.STARTED, S.CANCELING],
     "success": [S.SUCCESS],
@@ -73,8 +72,10 @@ class ExecutionItem(BaseModel):
         return self.triggered_at, self.run_id
 
 
-def execution_status(status: dg.DagsterRunStatus, tags: Mapping[str, str]) -> str:
-    """The old scheduler's status of a run; a finished run's `maintenance/status` tag (timeout!) wins."""
+def execution_status(status: S | object, tags: Mapping[str, str]) -> str:
+    """The old scheduler's status of a run (a DagsterRunStatus or its value); a finished run's `maintenance/status`
+    tag (timeout!) wins."""
+    status = S(status_value(status))
     if status in (S.SUCCESS, S.FAILURE, S.CANCELED) and tags.get(TAG_STATUS) in _FINISHED_TAG_STATUSES:
         return tags[TAG_STATUS]
     for name in ("pending", "running", "success", "failed", "canceled"):

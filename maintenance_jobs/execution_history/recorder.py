@@ -28,7 +28,7 @@ from maintenance_jobs.execution_history.run_storage import unrecorded_ended_runs
 from maintenance_jobs.execution_history.summary import summarize
 from maintenance_jobs.tags import TAG_STATUS
 from orchestration_core.audit.execution_history import TAG_HISTORY_RECORDED
-from orchestration_core.run_outcome import TAG_ERROR, TAG_OUTCOME, Outcome, failure_reason, outcome_tags
+from orchestration_core.run_outcome import TAG_ERROR, TAG_OUTCOME, Outcome, one_line, outcome_tags
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,24 @@ log = logging.getLogger(__name__)
 RECORDED_THROUGH_MARGIN = dt.timedelta(minutes=5)
 BACKFILL_BATCH = 200
 BACKFILL_SECONDS = 30.0  # well inside the sensor's 60 s evaluation timeout
+
+
+def failure_reason(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """One line saying why a run failed, from its own events: the last step failure's error (the user code's error
+    when Dagster wrapped it), else the run failure's message (a launch refused, a worker lost). None if neither."""
+    steps = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_FAILURE, ascending=False,
+                                         limit=1).records
+    if steps and steps[0].event_log_entry.dagster_event is not None:
+        error = steps[0].event_log_entry.dagster_event.step_failure_data.error
+        if error is not None:
+            cause = error.cause or error
+            return one_line(f"{cause.cls_name}: {cause.message}" if cause.cls_name else cause.message)
+    runs = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE, ascending=False,
+                                        limit=1).records
+    if runs and runs[0].event_log_entry.dagster_event is not None:
+        message = runs[0].event_log_entry.dagster_event.message or runs[0].event_log_entry.user_message
+        return one_line(message) if message else None
+    return None
 
 
 def record_run(instance: dg.DagsterInstance, record: dg.RunRecord, engine: sa.Engine) -> str:
@@ -89,7 +107,7 @@ def backfill_history(instance: dg.DagsterInstance, engine: sa.Engine, now: dt.da
     report = BackfillReport()
     with engine.connect() as conn:
         mark = store.recorded_through(conn)
-    candidates = unrecorded_ended_runs(instance, mark, batch + 1)
+    candidates = unrecorded_ended_runs(instance.run_storage, mark, batch + 1)
     deadline = time.monotonic() + seconds
     first_left: dt.datetime | None = None  # the oldest update among runs still unrecorded after this pass
     for index, candidate in enumerate(candidates):

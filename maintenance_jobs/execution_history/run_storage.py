@@ -8,18 +8,23 @@ never walks the tens of thousands of recorded runs still in storage. Before the 
 
 Both sides order by the same key, (created time, run id), newest first: a run keeps its place when it ends, is
 recorded or is deleted by retention, which is what lets /executions merge them without gaps or repeats.
+
+Each read takes `storage`, anything whose `connect()` gives a SQLAlchemy connection to those tables: the control
+API's engine on Dagster's Postgres (it does not import Dagster), or a Dagster instance's SQL run storage (the code
+location's sensors; an instance stands for its run storage).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Protocol
 
-import dagster as dg
 import sqlalchemy as sa
 
-from maintenance_jobs.execution_history.summary import utc
+from maintenance_jobs.execution_history.execution_row import utc
 from maintenance_jobs.tags import (
     TAG_EXECUTOR,
     TAG_OUTPUT,
@@ -34,14 +39,17 @@ from orchestration_core.audit.execution_history import TAG_HISTORY_RECORDED
 from orchestration_core.dagster_schema import run_tags, runs as runs_table
 from orchestration_core.dagster_tags import PARENT_RUN_ID_TAG, RETRY_NUMBER_TAG
 from orchestration_core.run_outcome import KIND_MAINTENANCE, TAG_ERROR, TAG_KIND
-
-S = dg.DagsterRunStatus
-ENDED = (S.SUCCESS, S.FAILURE, S.CANCELED)
-IN_PROGRESS = tuple(status for status in S if status not in ENDED)
+from orchestration_core.run_status import ENDED, IN_PROGRESS, RunStatus, run_status
 # The tags an item shows (and the status and retry checks read).
 ITEM_TAGS = (TAG_TASK, TAG_SERVICE, TAG_EXECUTOR, TAG_PRIORITY, TAG_STATUS, TAG_TRIGGERED_BY, TAG_OUTPUT, TAG_ERROR,
              RETRY_NUMBER_TAG, TAG_SCHEDULED_MINUTE, PARENT_RUN_ID_TAG)
 R = runs_table.c
+
+
+class RunStorage(Protocol):
+    """An engine on Dagster's storage database, or a Dagster SQL run storage: both `connect()`."""
+
+    def connect(self) -> AbstractContextManager[sa.Connection]: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class RunRow:
 
     run_id: str
     job_name: str
-    status: dg.DagsterRunStatus
+    status: RunStatus
     created: dt.datetime  # aware UTC: the history's triggered_at
     start_time: float | None
     end_time: float | None
@@ -67,17 +75,23 @@ class RunSelection:
 
     task_name: str | None = None
     service: str | None = None
-    statuses: Sequence[dg.DagsterRunStatus] | None = None
+    statuses: Sequence[RunStatus] | None = None  # or DagsterRunStatus members
     since: dt.datetime | None = None
     until: dt.datetime | None = None
 
 
-def _storage(instance: dg.DagsterInstance):
-    """The run storage, if it is a SQL one: its public `connect()` gives a SQLAlchemy connection to its tables."""
-    storage = instance.run_storage
+def _storage(storage: RunStorage) -> RunStorage:
+    """`storage` if it is a SQL one (a Dagster instance stands for its run storage): its public `connect()` gives a
+    SQLAlchemy connection to Dagster's tables."""
+    storage = getattr(storage, "run_storage", storage)
     if not callable(getattr(storage, "connect", None)):
         raise TypeError(f"the execution history needs SQL run storage, not {type(storage).__name__}")
     return storage
+
+
+def connect(storage: RunStorage) -> AbstractContextManager[sa.Connection]:
+    """A connection to Dagster's tables through `storage` (an engine, a SQL run storage, or an instance)."""
+    return _storage(storage).connect()
 
 
 def _naive(moment: dt.datetime) -> dt.datetime:
@@ -106,15 +120,15 @@ def _not_yet_recorded(recorded_through: dt.datetime | None) -> sa.ColumnElement[
                   sa.and_(R.status.in_([s.value for s in ENDED]), R.update_timestamp >= _naive(recorded_through)))
 
 
-def live_rows(instance: dg.DagsterInstance, selection: RunSelection, recorded_through: dt.datetime | None,
+def live_rows(storage: RunStorage, selection: RunSelection, recorded_through: dt.datetime | None,
               before: tuple[dt.datetime, str] | None, limit: int) -> list[RunRow]:
     """Maintenance runs that may not be in the history yet, newest first by (created, run id), strictly before
     `before`; the caller drops those the history already holds."""
-    storage = _storage(instance)
+    storage = _storage(storage)
     query = (sa.select(R.run_id, R.pipeline_name, R.status, R.create_timestamp, R.start_time, R.end_time)
              .select_from(_maintenance_runs(selection)).where(_not_yet_recorded(recorded_through)))
     if selection.statuses:
-        query = query.where(R.status.in_([s.value for s in selection.statuses]))
+        query = query.where(R.status.in_([str(getattr(s, "value", s)) for s in selection.statuses]))
     if selection.since is not None:
         query = query.where(R.create_timestamp >= _naive(selection.since))
     if selection.until is not None:
@@ -126,7 +140,7 @@ def live_rows(instance: dg.DagsterInstance, selection: RunSelection, recorded_th
     with storage.connect() as conn:
         runs = conn.execute(query).all()
         tags = _item_tags(conn, [run.run_id for run in runs])
-    return [RunRow(run.run_id, run.pipeline_name, S(run.status), utc(run.create_timestamp), run.start_time,
+    return [RunRow(run.run_id, run.pipeline_name, run_status(run.status), utc(run.create_timestamp), run.start_time,
                    run.end_time, tags[run.run_id]) for run in runs]
 
 
@@ -140,11 +154,11 @@ def _item_tags(conn: sa.Connection, run_ids: list[str]) -> dict[str, dict[str, s
     return tags
 
 
-def existing_run_ids(instance: dg.DagsterInstance, run_ids: Sequence[str]) -> set[str]:
+def existing_run_ids(storage: RunStorage, run_ids: Sequence[str]) -> set[str]:
     """Which of `run_ids` are still in run storage (one indexed query): the history's run links."""
     if not run_ids:
         return set()
-    with _storage(instance).connect() as conn:
+    with _storage(storage).connect() as conn:
         return set(conn.execute(sa.select(R.run_id).where(R.run_id.in_(list(run_ids)))).scalars())
 
 
@@ -154,7 +168,7 @@ class EndedRun:
     updated: dt.datetime  # aware UTC
 
 
-def unrecorded_ended_runs(instance: dg.DagsterInstance, recorded_through: dt.datetime | None,
+def unrecorded_ended_runs(storage: RunStorage, recorded_through: dt.datetime | None,
                           limit: int) -> list[EndedRun]:
     """Ended maintenance runs last updated at or after the mark (any, without one) whose summary is not marked
     recorded on the run itself, oldest update first: what the backfill pass records."""
@@ -167,5 +181,5 @@ def unrecorded_ended_runs(instance: dg.DagsterInstance, recorded_through: dt.dat
     if recorded_through is not None:
         query = query.where(R.update_timestamp >= _naive(recorded_through))
     query = query.order_by(R.update_timestamp, R.run_id).limit(limit)
-    with _storage(instance).connect() as conn:
+    with _storage(storage).connect() as conn:
         return [EndedRun(run_id, utc(updated)) for run_id, updated in conn.execute(query)]

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
 
 from maintenance_jobs.database.tables import dispatch_skips, registry_meta, scheduled_tasks, task_executions
-from maintenance_jobs.execution_history.summary import ExecutionSummary, execution_id
+from maintenance_jobs.execution_history.execution_row import ExecutionSummary, execution_id
 from maintenance_jobs.registry import record_run_end
 
 # Registry fact: every maintenance run that ended (Dagster `update_timestamp`, naive UTC) before this instant is

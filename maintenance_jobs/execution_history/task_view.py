@@ -19,13 +19,12 @@ import datetime as dt
 from collections.abc import Iterator
 from zoneinfo import ZoneInfo
 
-import dagster as dg
 import sqlalchemy as sa
 from pydantic import BaseModel, Field
 
 from maintenance_jobs.execution_history import store, tag_values
 from maintenance_jobs.execution_history.items import ExecutionItem, item_from_history, item_from_run
-from maintenance_jobs.execution_history.run_storage import RunSelection, existing_run_ids, live_rows
+from maintenance_jobs.execution_history.run_storage import RunSelection, RunStorage, existing_run_ids, live_rows
 from maintenance_jobs.models import Task
 from maintenance_jobs.schedule import ANY, ONE_MINUTE, cron_expression, due_minutes, wall_clock_slots, walls_matching
 
@@ -174,19 +173,20 @@ def _missed_reason(minute: dt.datetime, skips: list[store.Skip], task: Task) -> 
             "(the daemon or the maintenance_dispatcher sensor was probably stopped)")
 
 
-def _runs(instance: dg.DagsterInstance | None, conn: sa.Connection, task: Task, since: dt.datetime,
+def _runs(storage: RunStorage | None, conn: sa.Connection, task: Task, since: dt.datetime,
           until: dt.datetime, ui_url: str) -> list[ExecutionItem]:
-    """The task's executions in the range: recorded ones, and (with an instance) the runs not recorded yet."""
+    """The task's executions in the range: recorded ones, and (with Dagster's run storage) the runs not recorded
+    yet."""
     rows = store.task_rows(conn, task.task_name, since, until)
     items: dict[str, ExecutionItem] = {}
     live_ids: set[str] = set()
-    if instance is not None:
+    if storage is not None:
         mark = store.recorded_through(conn)
         # Runs for a minute in the range are created at or after it; retries may come after `until`.
         selection = RunSelection(task_name=task.task_name, since=since)
         before = None
         while True:
-            page = live_rows(instance, selection, mark, before, _LIVE_PAGE)
+            page = live_rows(storage, selection, mark, before, _LIVE_PAGE)
             recorded = store.rows_for_runs(conn, [r.run_id for r in page])
             for run in page:
                 live_ids.add(run.run_id)
@@ -196,16 +196,17 @@ def _runs(instance: dg.DagsterInstance | None, conn: sa.Connection, task: Task, 
             if len(page) < _LIVE_PAGE:
                 break
             before = page[-1].key
-        live_ids |= existing_run_ids(instance, [r.run_id for r in rows if r.run_id not in live_ids])
+        live_ids |= existing_run_ids(storage, [r.run_id for r in rows if r.run_id not in live_ids])
     for row in rows:
         if row.run_id not in items or not items[row.run_id].recorded:
-            items[row.run_id] = item_from_history(row, ui_url, instance is None or row.run_id in live_ids)
+            items[row.run_id] = item_from_history(row, ui_url, storage is None or row.run_id in live_ids)
     return sorted(items.values(), key=lambda item: item.key)
 
 
-def task_history(registry: sa.Engine, instance: dg.DagsterInstance | None, task: Task, since: dt.datetime,
+def task_history(registry: sa.Engine, storage: RunStorage | None, task: Task, since: dt.datetime,
                  until: dt.datetime, now: dt.datetime, timezone: str, ui_url: str) -> TaskHistory:
-    """The task's expected runs in [since, until) (until at most now) with their attempts; see the module doc."""
+    """The task's expected runs in [since, until) (until at most now) with their attempts; see the module doc.
+    `storage`: Dagster's run storage (run_storage.RunStorage), None for the recorded history alone."""
     if since > until:
         raise InvalidRange("since must not be after until")
     if until - since > MAX_RANGE:
@@ -220,7 +221,7 @@ def task_history(registry: sa.Engine, instance: dg.DagsterInstance | None, task:
                            "ask for a shorter range")
     zone = ZoneInfo(timezone)
     with registry.connect() as conn:
-        executions = _runs(instance, conn, task, since, until, ui_url)
+        executions = _runs(storage, conn, task, since, until, ui_url)
         skips = store.skips_between(conn, start, until)
     by_minute: dict[dt.datetime, list[ExecutionItem]] = {minute: [] for minute in minutes}
     other: list[ExecutionItem] = []
@@ -248,4 +249,4 @@ def task_history(registry: sa.Engine, instance: dg.DagsterInstance | None, task:
     return TaskHistory(task_name=task.task_name, task_id=task.id, schedule=cron_expression(task.cron_fields),
                        timezone=timezone, enabled=task.enabled, since=since, until=until, expected_from=start,
                        counts=counts, expected_runs=expected, other_runs=other,
-                       live_runs_included=instance is not None)
+                       live_runs_included=storage is not None)

@@ -38,6 +38,7 @@ from orchestration_core.dagster_schema import (
     run_tags,
     runs,
 )
+from orchestration_core.postgres import vacuum_tables
 
 _LOG_DELETE_THREADS = 8
 _ASSET_EVENT_TYPES = [
@@ -128,20 +129,6 @@ def supports_bulk_delete(instance: dg.DagsterInstance) -> bool:
 # The tables a cleanup deletes from, by the storage that owns them (the one whose connection vacuums them).
 EVENT_LOG_TABLES = (event_logs.name, asset_event_tags.name)
 RUN_TABLES = (run_tags.name, runs.name)
-
-
-def vacuum_tables(connect, tables: Sequence[str]) -> bool:
-    """VACUUM (ANALYZE) `tables` on a connection from `connect()` (a storage's public connection method), in
-    autocommit: VACUUM cannot run inside a transaction. False (nothing done) when the database is not Postgres."""
-    with connect() as conn:
-        if conn.dialect.name != "postgresql":
-            return False
-        if conn.in_transaction():  # a pooled connection may come with one begun; VACUUM needs none
-            conn.commit()
-        autocommit = conn.execution_options(isolation_level="AUTOCOMMIT")
-        for table in tables:
-            autocommit.exec_driver_sql(f'VACUUM (ANALYZE) "{table}"')
-    return True
 
 
 def vacuum_after_delete(instance: dg.DagsterInstance) -> float | None:

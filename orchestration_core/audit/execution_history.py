@@ -12,8 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
 
-from orchestration_core.audit.bulk_delete import vacuum_tables
-from orchestration_core.postgres import create_engine
+from orchestration_core.postgres import create_engine, vacuum_tables
 
 EXECUTION_HISTORY_TABLE = "task_executions"
 # Minutes the maintenance dispatcher skipped (catch-up bound after downtime), with the reason; pruned alike.

@@ -153,9 +153,11 @@ def dagster_webserver_url(dagster_database_url: str, tmp_path_factory: pytest.Te
 
 
 @pytest.fixture
-def api_settings(registry_url: str, pg_instance: dg.DagsterInstance, dagster_webserver_url: str) -> ApiSettings:
-    # No response cache: tests create runs behind the API's back and read them at once.
-    return ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: pg_instance,
+def api_settings(registry_url: str, pg_instance: dg.DagsterInstance, dagster_database_url: str,
+                 dagster_webserver_url: str) -> ApiSettings:
+    # No response cache: tests create runs behind the API's back and read them at once. The API reads the storage
+    # `pg_instance` writes (the tests' Dagster instance) through its own engine on that database.
+    return ApiSettings(registry_url=registry_url, api_key=API_KEY, dagster_database_url=dagster_database_url,
                        dagster_ui_url="http://dagster.test", dagster_webserver_url=dagster_webserver_url,
                        cache_seconds=0, metrics_cache_seconds=0)
 

@@ -11,7 +11,8 @@ import json
 import sys
 
 from platform_monitoring.catalog import Definition, Job
-from platform_monitoring.job_policies import POLICIES_FILE, policies_of
+from platform_monitoring.job_policies import POLICIES_FILE
+from platform_monitoring.job_policies_from_code import policies_of
 
 LOCATIONS = {"racing_orchestration": "racing_orchestration.definitions",
              "maintenance_jobs": "maintenance_jobs.definitions"}

@@ -19,7 +19,8 @@ from platform_monitoring.liveness import (
     sensor_tick_inputs,
 )
 from platform_monitoring.catalog import Definition, Job
-from platform_monitoring.job_policies import load_policies, retry_window_seconds
+from platform_monitoring.job_policies import load_policies
+from platform_monitoring.job_policies_from_code import retry_window_seconds
 from platform_monitoring.overdue import (
     longest_cron_gap_seconds,
     scheduled_jobs,

@@ -241,7 +241,7 @@ def test_the_step_retry_highest_number_per_job(api: RunningApi) -> None:
 
 def test_newest_ticks_are_what_dagster_returns(pg_instance: dg.DagsterInstance) -> None:
     """The control API's one-query tick read (index walk per instigator) against Dagster's own, on Postgres."""
-    from platform_monitoring.schedulers import newest_ticks
+    from platform_monitoring.dagster_storage import newest_ticks
     from dagster._core.scheduler.instigation import TickData, TickStatus
 
     from dagster._core.scheduler.instigation import InstigatorType
@@ -258,6 +258,10 @@ def test_newest_ticks_are_what_dagster_returns(pg_instance: dg.DagsterInstance) 
         ours = {k: [t.tick_id for t in v] for k, v in newest_ticks(pg_instance, keys, limit).items()}
         theirs = {k: [t.tick_id for t in v] for k, v in pg_instance.get_batch_ticks(keys, limit=limit).items() if v}
         assert ours == theirs and len(ours["selector-a"]) == limit
+    # What the SQL read parses of each tick is what Dagster reads.
+    [ours] = newest_ticks(pg_instance, ["selector-b"], 1)["selector-b"]
+    [theirs] = pg_instance.get_ticks("selector-b", "selector-b", limit=1)
+    assert (ours.status.value, ours.timestamp) == (theirs.status.value, theirs.timestamp)
     assert newest_ticks(pg_instance, [], 2) == {}
 
 

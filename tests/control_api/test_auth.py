@@ -49,7 +49,7 @@ def shared_api(postgres_server_url: str, dagster_database_url: str, dagster_webs
     overrides = {"storage": pooled_postgres_storage(dagster_database_url)}
     with dg.instance_for_test(overrides=overrides) as instance:
         instance.wipe()
-        settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: instance,
+        settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, dagster_database_url=dagster_database_url,
                                dagster_webserver_url=dagster_webserver_url)
         app = create_app(settings)
         server, thread = serve(app, free_port())

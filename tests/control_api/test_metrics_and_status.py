@@ -21,7 +21,6 @@ from local_stack.stack import free_port
 from racing_orchestration.race_db import upgrade as upgrade_race_db
 from racing_orchestration.race_db.schema import scrapes
 from tests.control_api.conftest import API_KEY, RunningApi, _dispose_storage_pools, answered_health, serve
-from tests.conftest import pooled_postgres_storage
 from tests.task_rows import task_body
 
 pytestmark = [pytest.mark.api, pytest.mark.integration]
@@ -126,7 +125,8 @@ def test_metrics_match_the_runs_created(api: RunningApi) -> None:
     assert value(found, "maintenance_api_requests_total", method="GET", route="/metrics", status="200") is None
 
 
-def test_tab_requests_and_request_counter(registry_url: str, pg_instance: dg.DagsterInstance) -> None:
+def test_tab_requests_and_request_counter(registry_url: str, pg_instance: dg.DagsterInstance,
+                                          dagster_database_url: str) -> None:
     upgrade_race_db(registry_url)
     engine = sa.create_engine(registry_url)
     now = dt.datetime.now(dt.UTC)
@@ -138,7 +138,7 @@ def test_tab_requests_and_request_counter(registry_url: str, pg_instance: dg.Dag
                 call_key=f"k{i}", endpoint=endpoint, params={}, outcome=outcome, duration_ms=5.0, attempts=1,
                 items=1, started_at=now - dt.timedelta(minutes=minutes)))
     engine.dispose()
-    settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=lambda: pg_instance,
+    settings = ApiSettings(registry_url=registry_url, api_key=API_KEY, dagster_database_url=dagster_database_url,
                            racing_database_url=registry_url)
     server, thread = serve(create_app(settings), free_port())
     base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
@@ -230,11 +230,6 @@ class BlackHole:
             conn.close()
 
 
-def _unreachable_instance(url: str, stack) -> dg.DagsterInstance:
-    """A Dagster instance whose Postgres run storage is at `url` (opening it is what hangs or fails)."""
-    return stack.enter_context(dg.instance_for_test(overrides={"storage": pooled_postgres_storage(url)}))
-
-
 # Well above what scheduling on a loaded host adds to the 0.8 s probe deadline (3.1 s at load 15), well below
 # the client's timeout: a request held by a dead store (a black hole holds a connect for as long as the client waits)
 # would take all of HEALTH_CLIENT_TIMEOUT_SECONDS.
@@ -245,7 +240,7 @@ HEALTH_CLIENT_TIMEOUT_SECONDS = 30.0
 @pytest.mark.parametrize("database", ["black_hole", "closed_port"])
 @pytest.mark.parametrize("store", ["registry", "both"])
 def test_health_answers_503_within_a_second_whatever_the_database_does(
-        database, store, registry_url: str, pg_instance: dg.DagsterInstance) -> None:
+        database, store, registry_url: str, dagster_database_url: str) -> None:
     from contextlib import ExitStack
 
     with ExitStack() as stack:
@@ -256,8 +251,8 @@ def test_health_answers_503_within_a_second_whatever_the_database_does(
         else:
             port = free_port()  # nothing listens: connection refused
         bad_url = f"postgresql://postgres@127.0.0.1:{port}/nowhere"
-        instance = (lambda: _unreachable_instance(bad_url, stack)) if store == "both" else (lambda: pg_instance)
-        settings = ApiSettings(registry_url=bad_url, api_key=API_KEY, instance=instance,
+        dagster_url = bad_url if store == "both" else dagster_database_url
+        settings = ApiSettings(registry_url=bad_url, api_key=API_KEY, dagster_database_url=dagster_url,
                                dagster_ui_url="http://dagster.test", cache_seconds=0)
         server, thread = serve(create_app(settings), free_port())
         stack.callback(thread.join, 10)

@@ -94,10 +94,9 @@ def test_trigger_launches_a_real_run_that_appears_in_executions(api: RunningApi)
 
 
 def test_unexpected_errors_return_an_id_and_no_details(registry_url: str) -> None:
-    def broken_instance() -> dg.DagsterInstance:
-        raise RuntimeError("cannot reach postgresql://dagster:hunter2@db:5432/dagster")
-
-    app = create_app(ApiSettings(registry_url=registry_url, api_key=API_KEY, instance=broken_instance))
+    # A storage URL whose driver does not exist: opening it raises an error that is not a database outage.
+    broken = "nosuchdriver://dagster:hunter2@db:5432/dagster"
+    app = create_app(ApiSettings(registry_url=registry_url, api_key=API_KEY, dagster_database_url=broken))
     server, thread = serve(app, free_port())
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
@@ -116,9 +115,10 @@ def test_unexpected_errors_return_an_id_and_no_details(registry_url: str) -> Non
         thread.join(timeout=10)
 
 
-def test_health_is_503_when_the_registry_database_is_unreachable(pg_instance: dg.DagsterInstance) -> None:
+def test_health_is_503_when_the_registry_database_is_unreachable(pg_instance: dg.DagsterInstance,
+                                                                  dagster_database_url: str) -> None:
     unreachable = "postgresql+psycopg2://nobody:secret-pw@127.0.0.1:1/registry"
-    app = create_app(ApiSettings(registry_url=unreachable, api_key=API_KEY, instance=lambda: pg_instance))
+    app = create_app(ApiSettings(registry_url=unreachable, api_key=API_KEY, dagster_database_url=dagster_database_url))
     server, thread = serve(app, free_port())
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
@@ -352,3 +352,21 @@ def test_size_limits(api: RunningApi) -> None:
         answer = anonymous.get("/tasks", headers={"Authorization": huge_key})
         assert answer.status_code == 431 and "Authorization" in answer.json()["detail"]
         assert anonymous.get("/health", headers={"Authorization": huge_key}).status_code == 431
+
+
+def test_pages_over_runs_are_503_naming_the_setting_when_dagsters_database_is_not_set(registry_url: str,
+                                                                                       monkeypatch) -> None:
+    monkeypatch.delenv("DAGSTER_POSTGRES_URL", raising=False)
+    app = create_app(ApiSettings(registry_url=registry_url, api_key=API_KEY))
+    assert app.state.api.settings.dagster_database_url is None
+    server, thread = serve(app, free_port())
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        import httpx
+
+        response = httpx.get(f"http://127.0.0.1:{port}/executions", headers={"Authorization": f"Bearer {API_KEY}"},
+                             timeout=30)
+        assert response.status_code == 503 and "DAGSTER_POSTGRES_URL is not set" in response.json()["detail"]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

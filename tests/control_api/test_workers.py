@@ -51,7 +51,7 @@ def test_two_workers_serve_with_the_command_line_settings(registry_url: str, pg_
     key_file.write_text(API_KEY + "\n")
     key_file.chmod(0o600)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_API_KEY", "_MAINTENANCE_API"))}
-    env.update(DAGSTER_HOME=str(home), MAINTENANCE_DATABASE_URL=registry_url)
+    env.update(DAGSTER_HOME=str(home), DAGSTER_POSTGRES_URL=dagster_database_url, MAINTENANCE_DATABASE_URL=registry_url)
     port = free_port()
     auth = ["--insecure-dev"] if insecure else ["--api-key-file", str(key_file)]
     api = subprocess.Popen([sys.executable, "-m", "control_api", "--port", str(port), "--workers", "2",

@@ -60,7 +60,7 @@ def racing_database_url(postgres_server_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def scraped_series(
-    fresh_database_url: str, racing_database_url: str, pg_instance: dg.DagsterInstance
+    fresh_database_url: str, racing_database_url: str, pg_instance: dg.DagsterInstance, dagster_database_url: str
 ) -> Iterator[set[str]]:
     """Every metric family and series name one scrape of the running API contains."""
     upgrade(fresh_database_url)
@@ -73,7 +73,7 @@ def scraped_series(
     finally:
         race_db.dispose()
     settings = ApiSettings(registry_url=fresh_database_url, api_key="deploy-test-key-0123",
-                           instance=lambda: pg_instance, racing_database_url=racing_database_url)
+                           dagster_database_url=dagster_database_url, racing_database_url=racing_database_url)
     server, thread = serve(create_app(settings), free_port())
     try:
         port = server.servers[0].sockets[0].getsockname()[1]

@@ -35,11 +35,12 @@ def prometheus_binary() -> str:
 
 
 @pytest.fixture
-def prometheus(fresh_database_url: str, pg_instance: dg.DagsterInstance, tmp_path: Path) -> Iterator[str]:
+def prometheus(fresh_database_url: str, pg_instance: dg.DagsterInstance, dagster_database_url: str,
+               tmp_path: Path) -> Iterator[str]:
     upgrade(fresh_database_url)
     assert metrics_probe_job.execute_in_process(instance=pg_instance).success
     settings = ApiSettings(registry_url=fresh_database_url, api_key="deploy-test-key-0123",
-                           instance=lambda: pg_instance)
+                           dagster_database_url=dagster_database_url)
     server, thread = serve(create_app(settings), free_port())
     api_port = server.servers[0].sockets[0].getsockname()[1]
     # One daemon beats after the API started and the others never: down, and past starting (DagsterDaemonDown waits

@@ -14,8 +14,9 @@ from tests.code_server import module_workspace
 pytestmark = pytest.mark.integration
 
 # Which storage's connection reaches each table (all three are one database on Postgres, not elsewhere).
-STORAGE_OF = {"runs": "run", "run_tags": "run", "event_logs": "event", "asset_event_tags": "event",
-              "concurrency_slots": "event", "pending_steps": "event", "job_ticks": "schedule"}
+STORAGE_OF = {"runs": "run", "run_tags": "run", "daemon_heartbeats": "run", "event_logs": "event",
+              "asset_event_tags": "event", "asset_check_executions": "event", "concurrency_slots": "event",
+              "pending_steps": "event", "job_ticks": "schedule", "instigators": "schedule"}
 
 
 def reflected_columns(instance: dg.DagsterInstance, table: str) -> dict[str, sa.types.TypeEngine]:
