@@ -75,13 +75,15 @@ def memory_by_service(stats_output: str, containers: Mapping[str, str]) -> dict[
 def api_worker_pss(processes: Iterable[tuple[list[str], float]]) -> list[float]:
     """The PSS (MiB) of each control-API process that serves requests, from (command line, PSS) of the container's
     processes: with `--workers N` (N > 1) uvicorn serves from multiprocessing spawn children and its supervisor
-    serves nothing; with one worker the API's own process serves. Python's resource tracker serves nothing."""
-    processes = list(processes)
-    spawned = [pss for cmdline, pss in processes if "multiprocessing.spawn" in " ".join(cmdline)]
+    serves nothing; with one worker the API's own process serves. Python's resource tracker serves nothing, nor does
+    a healthcheck that happens to run (`python -m control_api.container_probe`)."""
+    processes = [(" ".join(cmdline), pss) for cmdline, pss in processes]
+    spawned = [pss for text, pss in processes if "multiprocessing.spawn" in text]
     if spawned:
         return spawned
-    return [pss for cmdline, pss in processes if "resource_tracker" not in " ".join(cmdline)
-            and ("control_api" in " ".join(cmdline) or "maintenance-api" in " ".join(cmdline))][:1]
+    serving = [pss for text, pss in processes if ("control_api" in text or "maintenance-api" in text)
+               and "resource_tracker" not in text and "container_probe" not in text]
+    return [max(serving)] if serving else []
 
 
 def core_total(by_service: Mapping[str, float], core: Iterable[str] = CORE_SERVICES) -> float:

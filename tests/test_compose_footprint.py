@@ -33,6 +33,9 @@ TRACKER = ["/usr/bin/python", "-c", "from multiprocessing.resource_tracker impor
     # One worker: the API's own process serves.
     ([(SUPERVISOR, 71.0)], [71.0]),
     ([(["/usr/bin/python", "-m", "control_api", "--port", "8090"], 64.0), (TRACKER, 9.0)], [64.0]),
+    # A healthcheck running at that moment names the API's package but serves nothing.
+    ([(["/usr/bin/python", "-m", "control_api.container_probe"], 8.9), (SUPERVISOR, 77.5)], [77.5]),
+    ([(SUPERVISOR, 77.5), (["/usr/bin/python", "-m", "control_api.container_probe"], 8.9)], [77.5]),
     # Something else in the container (a shell from `docker exec`) is not the API.
     ([(["/bin/sh"], 1.0)], []),
 ])
