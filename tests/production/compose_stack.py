@@ -161,6 +161,8 @@ class ComposeStack:
     extra_env: dict[str, str] = field(default_factory=dict)  # more variables for the env file (the overrides' own)
     # Set by a test that checked `down()` left no container, network or volume: a fixture's teardown need not repeat it.
     removal_verified: bool = False
+    # When `wait_healthy` last saw every service healthy (time.monotonic()): the footprint's idle figures count from it.
+    healthy_at: float | None = None
     project: str = PROJECT
     host_ports: Mapping[str, int] = field(default_factory=dict)
 
@@ -305,6 +307,7 @@ class ComposeStack:
         while time.monotonic() < deadline:
             states = self.states()
             if all(states.get(s, {}).get("Health") == "healthy" for s in services):
+                self.healthy_at = time.monotonic()
                 return states
             time.sleep(2)
         summary = {s: (r.get("State"), r.get("Health"), r.get("Status")) for s, r in states.items()}

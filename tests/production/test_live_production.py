@@ -26,6 +26,8 @@ from zoneinfo import ZoneInfo
 import httpx
 import pytest
 
+from bench import compose_footprint as footprint
+from bench import image_sizes
 from tests.browser import dismiss_onboarding, launch, needs_chromium
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import (API_URL, DAGSTER_UI_URL, DAGSTER_URL, FRONT_LOGIN, LONG_RUNNING,
@@ -140,6 +142,31 @@ def test_every_long_running_service_is_healthy_and_migrate_exited_0(stack: Compo
     states = stack.states()
     assert {s: states[s]["Health"] for s in LONG_RUNNING} == {s: "healthy" for s in LONG_RUNNING}
     assert (states["migrate"]["State"], states["migrate"]["ExitCode"]) == ("exited", 0)
+
+
+def test_idle_memory_is_within_the_footprint_alarm(stack: ComposeStack) -> None:
+    """Two minutes after every service is healthy (the morning scrape not yet run), the core services' memory and each
+    control-API worker's against their budgets (bench/compose_footprint.py): a figure 25% over its budget fails."""
+    time.sleep(max(0.0, stack.healthy_at + footprint.IDLE_SECONDS - time.monotonic()))
+    figures = footprint.compose_figures(stack)
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "live-production-footprint.json").write_text(json.dumps(figures, indent=2) + "\n")
+    rows = footprint.budget_rows(footprint.idle_budget_figures(figures), footprint.ALARM_BUDGETS_MIB)
+    print("\n" + footprint.format_rows(rows), flush=True)
+    assert footprint.alarms(rows) == [], figures
+
+
+def test_the_images_are_within_the_size_alarm(stack: ComposeStack) -> None:
+    """Each project image against its final stage's base on this engine (bench/image_sizes.py): 25% over what its
+    budget lets it add to the base fails."""
+    sizes = {name: image_sizes.image_bytes(f"{image_sizes.REPOSITORY}/{name}:{stack.image_tag}")
+             for name in image_sizes.IMAGES}
+    bases = {name: image_sizes.image_bytes(image_sizes.final_base((REPO_ROOT / dockerfile).read_text()))
+             for name, (dockerfile, _) in image_sizes.IMAGES.items()}
+    alarm_mb = {name: budget * footprint.ALARM_FACTOR for name, budget in image_sizes.BUDGET_MB.items()}
+    rows = image_sizes.image_budget_report(sizes, bases, alarm_mb)
+    print("\n" + image_sizes.render_report(rows), flush=True)
+    assert [row.image for row in rows if not row.within_budget] == [], image_sizes.render_report(rows)
 
 
 # The project's images run read-only (docker-compose.yml), writing only to their volumes and memory: /tmp (the front:
