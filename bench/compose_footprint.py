@@ -173,12 +173,7 @@ def run_compose(args) -> dict:
                          sim_args=("--dense-every", "1", "--dense-races", "30", "--dense-lead", "16"))
     result: dict = {"form": "compose", "idle_seconds": args.idle_seconds}
     try:
-        if not args.skip_build:
-            stack.build_images()
-        stack.remove_leftovers()
-        stack.write_env()
-        stack.up()
-        stack.wait_healthy()
+        stack.deploy(build=not args.skip_build)
         time.sleep(args.idle_seconds)
         result["idle"] = compose_figures(stack)
         print(json.dumps(result["idle"], indent=1), flush=True)

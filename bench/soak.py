@@ -579,12 +579,7 @@ def run_compose(args, out: Path, stop: dict) -> dict:
     stack = ComposeStack(work_dir=out / "compose-work", image_tag=args.image_tag,
                          sim_args=dense_sim_args(args.hours), extra_env=env_assignments(args.env))
     try:
-        if not args.skip_build:
-            stack.build_images()
-        stack.remove_leftovers()
-        stack.write_env()
-        stack.up()
-        stack.wait_healthy()
+        stack.deploy(build=not args.skip_build)
         meta = {"form": "compose", "scrape_run": launch_scrape(stack.dagster_url),
                 "maintenance": start_maintenance_load(stack.api_url, stack.api_key)}
         sampler = ComposeSampler(stack)

@@ -275,6 +275,16 @@ class ComposeStack:
     def up(self, services: Sequence[str] = SERVICES) -> None:
         self.compose("up", "-d", "--no-build", *services, timeout=900)
 
+    def deploy(self, build: bool = True) -> None:
+        """What a bench does to bring a deployment up from nothing: (the images,) leftovers of an interrupted run
+        removed, the env file, `up` and every service healthy."""
+        if build:
+            self.build_images()
+        self.remove_leftovers()
+        self.write_env()
+        self.up()
+        self.wait_healthy()
+
     def down(self) -> None:
         """Everything this deployment started: services, run containers, networks, volumes."""
         self.compose("down", "-v", "--remove-orphans", "--timeout", "20", timeout=300, check=False)
