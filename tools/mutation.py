@@ -49,7 +49,8 @@ class Target:
 # Smallest and most central first: `make mutation` runs them in this order.
 TARGETS: dict[str, Target] = {
     "orchestration_core/audit/cleanup.py": Target(
-        tests=("tests/orchestration_core/audit/test_cleanup_rules.py",),
+        tests=("tests/orchestration_core/audit/test_cleanup_rules.py",
+               "tests/orchestration_core/audit/test_cleanup_history.py::test_history_unrecorded"),
         functions=("reindex_due", "cleanup_cutoff", "parent_run_id_of", "failed_retention_cutoff", "_utc",
                    "keep_reason", "_keep_reason", "history_unrecorded", "_parent_is_kept"),
     ),
