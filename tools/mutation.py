@@ -54,6 +54,7 @@ TARGETS: dict[str, Target] = {
         functions=("reindex_due", "cleanup_cutoff", "parent_run_id_of", "failed_retention_cutoff", "_utc",
                    "keep_reason", "_keep_reason", "history_unrecorded", "_parent_is_kept"),
     ),
+    "orchestration_core/run_config_rules.py": Target(tests=("tests/orchestration_core/test_run_config_rules.py",)),
 }
 
 
