@@ -44,6 +44,7 @@ class Target:
 
     tests: tuple[str, ...]
     functions: tuple[str, ...] = ()
+    marker: str = ""  # e.g. "unit": only these tests of files that also hold Postgres-backed ones
 
 
 # Smallest and most central first: `make mutation` runs them in this order.
@@ -60,6 +61,12 @@ TARGETS: dict[str, Target] = {
     "orchestration_core/run_outcome.py": Target(
         tests=("tests/orchestration_core/test_run_outcome.py",),
         functions=("classify_outcome", "outcome_tags", "one_line", "record_outcome", "outcome_of"),
+    ),
+    "racing_orchestration/checkpoints/windows.py": Target(
+        tests=("tests/racing_orchestration/checkpoints/test_checkpoint_sensors.py",
+               "tests/racing_orchestration/checkpoints/test_checkpoint_launch_ahead.py",
+               "tests/racing_orchestration/checkpoints/test_checkpoint_jobs.py"),
+        marker="unit",
     ),
     "orchestration_core/run_config_rules.py": Target(tests=("tests/orchestration_core/test_run_config_rules.py",)),
 }
@@ -174,7 +181,7 @@ def mutmut_child(module: str) -> None:
     target = TARGETS[module]
     config = configuration._load_config()
     config.only_mutate = [module]
-    config.pytest_add_cli_args_test_selection = list(target.tests)
+    config.pytest_add_cli_args_test_selection = list(target.tests) + (["-m", target.marker] if target.marker else [])
     configuration._config = config
     from mutmut.__main__ import cli
 
@@ -201,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table(results[-1:]), flush=True)
     print("\n" + table(results))
     for r in results:
+        if not r.total:
+            print(f"{r.module}: mutmut tested no mutant (its output above says why: a failing clean run, a bad path)")
         if r.total and r.no_tests == r.total:
             print(f"{r.module}: every mutant has no test: the tests imported the checkout, not mutants/")
         for mutant in r.unexplained:
