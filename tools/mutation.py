@@ -68,6 +68,16 @@ TARGETS: dict[str, Target] = {
                "tests/racing_orchestration/checkpoints/test_checkpoint_jobs.py"),
         marker="unit",
     ),
+    "maintenance_jobs/schedule.py": Target(
+        tests=("tests/maintenance_jobs/test_schedule.py", "tests/maintenance_jobs/test_execution_history_units.py")),
+    "maintenance_jobs/text_rules.py": Target(
+        tests=("tests/maintenance_jobs/test_label_characters.py", "tests/orchestration_core/test_unshowable.py",
+               "tests/maintenance_jobs/test_models.py")),
+    "maintenance_jobs/execution_history/tag_values.py": Target(
+        tests=("tests/maintenance_jobs/test_tag_values.py", "tests/maintenance_jobs/test_execution_history_units.py")),
+    "maintenance_jobs/upstream_urls.py": Target(tests=("tests/maintenance_jobs/test_upstream_urls.py",)),
+    "racing_orchestration/race_data/card_checks.py": Target(
+        tests=("tests/racing_orchestration/race_data/test_card_rules.py",)),
     "orchestration_core/run_config_rules.py": Target(tests=("tests/orchestration_core/test_run_config_rules.py",)),
 }
 
