@@ -71,8 +71,8 @@ TARGETS: dict[str, Target] = {
     "maintenance_jobs/schedule.py": Target(
         tests=("tests/maintenance_jobs/test_schedule.py", "tests/maintenance_jobs/test_execution_history_units.py")),
     "maintenance_jobs/text_rules.py": Target(
-        tests=("tests/maintenance_jobs/test_label_characters.py", "tests/orchestration_core/test_unshowable.py",
-               "tests/maintenance_jobs/test_models.py")),
+        tests=("tests/maintenance_jobs/test_text_rules.py", "tests/maintenance_jobs/test_label_characters.py",
+               "tests/orchestration_core/test_unshowable.py")),
     "maintenance_jobs/execution_history/tag_values.py": Target(
         tests=("tests/maintenance_jobs/test_tag_values.py", "tests/maintenance_jobs/test_execution_history_units.py")),
     "maintenance_jobs/upstream_urls.py": Target(tests=("tests/maintenance_jobs/test_upstream_urls.py",)),
