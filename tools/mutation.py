@@ -75,7 +75,12 @@ TARGETS: dict[str, Target] = {
                "tests/orchestration_core/test_unshowable.py")),
     "maintenance_jobs/execution_history/tag_values.py": Target(
         tests=("tests/maintenance_jobs/test_tag_values.py", "tests/maintenance_jobs/test_execution_history_units.py")),
-    "maintenance_jobs/upstream_urls.py": Target(tests=("tests/maintenance_jobs/test_upstream_urls.py",)),
+    # system_resolver is the host's DNS (getaddrinfo), not a rule: the tests replace it, as production's seam allows.
+    "maintenance_jobs/upstream_urls.py": Target(
+        tests=("tests/maintenance_jobs/test_upstream_urls.py",),
+        functions=("check_host_name", "check_upstream_url", "is_public_address", "pin_public_host",
+                   "PinnedHost.curl_resolve"),
+    ),
     "racing_orchestration/race_data/card_checks.py": Target(
         tests=("tests/racing_orchestration/race_data/test_card_rules.py",)),
     "orchestration_core/run_config_rules.py": Target(tests=("tests/orchestration_core/test_run_config_rules.py",)),
