@@ -81,8 +81,11 @@ TARGETS: dict[str, Target] = {
         functions=("check_host_name", "check_upstream_url", "is_public_address", "pin_public_host",
                    "PinnedHost.curl_resolve"),
     ),
+    # card_facts, lock_card_day and record_card_checks read and lock the race database (the Postgres tier).
     "racing_orchestration/race_data/card_checks.py": Target(
-        tests=("tests/racing_orchestration/race_data/test_card_rules.py",)),
+        tests=("tests/racing_orchestration/race_data/test_card_rules.py",),
+        functions=("runners_due", "_race_list", "card_checks", "check_evaluations", "checks_while_scraping"),
+    ),
     "orchestration_core/run_config_rules.py": Target(tests=("tests/orchestration_core/test_run_config_rules.py",)),
 }
 
