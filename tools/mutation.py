@@ -68,6 +68,7 @@ TARGETS: dict[str, Target] = {
                "tests/racing_orchestration/checkpoints/test_checkpoint_jobs.py"),
         marker="unit",
     ),
+    "maintenance_jobs/dispatch.py": Target(tests=("tests/maintenance_jobs/test_dispatch.py",)),
     "maintenance_jobs/schedule.py": Target(
         tests=("tests/maintenance_jobs/test_schedule.py", "tests/maintenance_jobs/test_execution_history_units.py")),
     "maintenance_jobs/text_rules.py": Target(
