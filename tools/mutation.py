@@ -68,6 +68,11 @@ TARGETS: dict[str, Target] = {
                "tests/racing_orchestration/checkpoints/test_checkpoint_jobs.py"),
         marker="unit",
     ),
+    "racing_orchestration/tab/models.py": Target(
+        tests=("tests/racing_orchestration/tab/test_parsers.py", "tests/racing_orchestration/tab/test_storable_payloads.py",
+               "tests/racing_orchestration/tab/test_showable_errors.py"),
+        marker="unit",
+    ),
     "maintenance_jobs/dispatch.py": Target(tests=("tests/maintenance_jobs/test_dispatch.py",)),
     "maintenance_jobs/schedule.py": Target(
         tests=("tests/maintenance_jobs/test_schedule.py", "tests/maintenance_jobs/test_execution_history_units.py")),
