@@ -73,6 +73,11 @@ TARGETS: dict[str, Target] = {
                "tests/racing_orchestration/tab/test_showable_errors.py"),
         marker="unit",
     ),
+    # The git-facing and path rules; the pydantic models' validators call them (decorated methods mutmut leaves alone).
+    "maintenance_jobs/executor_configs.py": Target(
+        tests=("tests/maintenance_jobs/test_executor_configs.py",),
+        functions=("_not_an_option", "check_branch", "check_docs_path", "check_gitea_repo", "check_under_roots"),
+    ),
     "maintenance_jobs/dispatch.py": Target(tests=("tests/maintenance_jobs/test_dispatch.py",)),
     "maintenance_jobs/schedule.py": Target(
         tests=("tests/maintenance_jobs/test_schedule.py", "tests/maintenance_jobs/test_execution_history_units.py")),
