@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-measured test-fast test-unit test-live system-packages system-packages-fast bench clean
+.PHONY: install run test test-measured test-fast test-unit test-live system-packages system-packages-fast bench clean \
+	mutation
 
 install: $(STAMP)
 
@@ -70,5 +71,10 @@ test-live: install system-packages
 test-unit: install
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
+# Mutation testing of the decision modules (tools/mutation.py, BENCHMARKS.md "Test strength"): all of them, or one with
+# MODULE=path/to/module.py. Each gets a fresh mutants/ copy and its fast tests, one mutant at a time.
+mutation: install
+	$(BIN)/python tools/mutation.py $(MODULE)
+
 clean:
-	rm -rf .local .pytest_cache .coverage
+	rm -rf .local .pytest_cache .coverage mutants

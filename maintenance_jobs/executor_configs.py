@@ -67,10 +67,11 @@ def check_docs_path(raw: str) -> str:
 
 
 def check_gitea_repo(value: str) -> str:
-    parts = value.removesuffix(".git").split("/")
+    repo = value.removesuffix(".git")
+    parts = repo.split("/")
     if len(parts) != 2 or not all(_SAFE_NAME.fullmatch(p) for p in parts):
         raise ValueError("must be 'owner/name'")
-    return value.removesuffix(".git")
+    return repo
 
 
 class _StrictConfig(BaseModel):

@@ -86,7 +86,7 @@ def check_upstream_url(value: str, *, allowed_schemes: Iterable[str], allowed_ho
 def is_public_address(address: str) -> bool:
     """True for a globally routable unicast address; False for loopback, private, link-local (metadata), unique-local,
     shared, multicast, unspecified, reserved, and IPv6 forms that embed such an IPv4 address."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    ip = ipaddress.ip_address(address.partition("%")[0])
     if isinstance(ip, ipaddress.IPv6Address):
         embedded = ip.ipv4_mapped or ip.sixtofour
         if embedded is None and ip in _NAT64:

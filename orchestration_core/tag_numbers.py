@@ -11,16 +11,17 @@ import re
 MAX_RETRY_NUMBER = 1_000_000
 MAX_ITEM_COUNT = 1_000_000_000  # per run; a day of runs summed stays exact as a float (< 2**53)
 
-_INTEGER = re.compile(r"[+-]?[0-9]+")
+# The sign, and the digits after any leading zeros (at least one: "000" is "0").
+_INTEGER = re.compile(r"([+-]?)0*([0-9]+)")
 _EXACT_DIGITS = 15  # more digits than this are clamped without converting them
 
 
 def clamped_int(value: str | None, low: int, high: int) -> int | None:
     """`value` as an integer clamped into [low, high]; None unless it is ASCII digits with an optional sign."""
-    if not isinstance(value, str) or not _INTEGER.fullmatch(value):
+    match = _INTEGER.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
         return None
-    negative = value.startswith("-")
-    digits = value.lstrip("+-").lstrip("0") or "0"
+    sign, digits = match.groups()
     if len(digits) > _EXACT_DIGITS:
-        return low if negative else high
+        return low if sign == "-" else high
     return min(max(int(value), low), high)

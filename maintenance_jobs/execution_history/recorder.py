@@ -48,7 +48,9 @@ def failure_reason(instance: dg.DagsterInstance, run_id: str) -> str | None:
         error = steps[0].event_log_entry.dagster_event.step_failure_data.error
         if error is not None:
             cause = error.cause or error
-            return one_line(f"{cause.cls_name}: {cause.message}" if cause.cls_name else cause.message)
+            # Dagster's message is the exception's own `format_exception_only` text, which already starts with the
+            # class name: prefixing `cls_name` showed "ValueError: ValueError: …".
+            return one_line(cause.message)
     runs = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE, ascending=False,
                                         limit=1).records
     if runs and runs[0].event_log_entry.dagster_event is not None:

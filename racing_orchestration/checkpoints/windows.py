@@ -276,4 +276,4 @@ def claim_base_key(latest_key: str | None, first_key: str) -> str:
     without its retry suffix (a rescheduled claim starts from its `:at<time>` key)."""
     if not latest_key:
         return first_key
-    return latest_key.split(":retry", 1)[0]
+    return latest_key.partition(":retry")[0]

@@ -16,6 +16,7 @@ from maintenance_jobs.schedule import (
     wall_clock_slots,
 )
 from maintenance_jobs.seed import load_seed_tasks
+from tests.host_timezone import host_timezone
 
 pytestmark = pytest.mark.unit
 
@@ -184,6 +185,9 @@ NOW = dt.datetime(2025, 6, 1, 12, 0, 42, tzinfo=UTC)
         (NOW + dt.timedelta(minutes=5), 60, None, 0, 0),  # clock went back: nothing, cursor kept
         (NOW - dt.timedelta(minutes=10), 60, "11:51", 10, 0),  # short downtime: every minute caught up
         (NOW - dt.timedelta(hours=3), 60, "11:01", 60, 120),  # long downtime: bounded, the rest counted
+        (NOW - dt.timedelta(minutes=10), 1, "12:00", 1, 9),  # a bound of one: only the current minute
+        (NOW - dt.timedelta(minutes=10), 0, "12:00", 1, 9),  # a bound below one still evaluates the current minute
+        (NOW - dt.timedelta(minutes=10), 2, "11:59", 2, 8),
     ],
 )
 def test_plan_window(cursor, max_catchup, first, count, skipped) -> None:
@@ -195,3 +199,40 @@ def test_plan_window(cursor, max_catchup, first, count, skipped) -> None:
         assert window.minutes[-1] == NOW.replace(second=0)
     expected_cursor = max(NOW.replace(second=0), (cursor or NOW).replace(second=0))
     assert window.cursor == expected_cursor
+
+
+def test_the_window_is_whole_utc_minutes_on_any_host() -> None:
+    """The dispatcher's cursor (shown in its skip reasons) and its minutes are whole minutes in UTC."""
+    now = dt.datetime(2025, 6, 1, 12, 0, 42, 500_000, tzinfo=UTC)
+    with host_timezone("Pacific/Auckland"):
+        first = plan_window(None, now, 60)
+        later = plan_window(now - dt.timedelta(minutes=2), now, 60)
+    assert [m.isoformat() for m in first.minutes] == ["2025-06-01T12:00:00+00:00"]
+    assert first.cursor.isoformat() == "2025-06-01T12:00:00+00:00"
+    assert [m.isoformat() for m in later.minutes] == ["2025-06-01T11:59:00+00:00", "2025-06-01T12:00:00+00:00"]
+
+
+def test_the_minute_after_a_spring_forward_notes_the_wall_times_jumped_over() -> None:
+    tz = "Pacific/Auckland"
+    before = dt.datetime(2025, 9, 27, 13, 59, tzinfo=UTC)  # 2025-09-28 01:59 NZST; the next minute is 03:00 NZDT
+    slots = wall_clock_slots([before, before + MINUTE, before + 2 * MINUTE], tz)
+    assert [s.wall for s in slots] == [dt.datetime(2025, 9, 28, 1, 59), dt.datetime(2025, 9, 28, 3, 0),
+                                       dt.datetime(2025, 9, 28, 3, 1)]
+    assert slots[0].skipped_walls == () and slots[2].skipped_walls == ()
+    assert slots[1].skipped_walls == tuple(dt.datetime(2025, 9, 28, 2, 0) + MINUTE * i for i in range(60))
+
+
+def test_a_daily_task_after_the_gap_runs_once_at_its_own_time() -> None:
+    tz = "Pacific/Auckland"
+    forward = dt.datetime(2025, 9, 27, 12, 0, tzinfo=UTC)  # 2025-09-28 00:00 NZST
+    due = computed_due(CronFields(minute=0, hour=5), forward, forward + dt.timedelta(hours=8), tz)
+    assert [local_iso(m, tz) for m in due] == ["2025-09-28T05:00+13:00"]
+
+
+def test_a_gap_is_noted_only_at_the_minute_right_after_it() -> None:
+    """Minutes that are not consecutive (a sparse list) each compare with their own previous real minute."""
+    tz = "Pacific/Auckland"
+    one_am = dt.datetime(2025, 9, 27, 13, 0, tzinfo=UTC)  # 2025-09-28 01:00 NZST
+    half_past_three = dt.datetime(2025, 9, 27, 14, 30, tzinfo=UTC)  # 03:30 NZDT, half an hour after the jump
+    slots = wall_clock_slots([one_am, half_past_three], tz)
+    assert [s.skipped_walls for s in slots] == [(), ()]

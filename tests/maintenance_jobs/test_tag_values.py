@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 
 from maintenance_jobs.execution_history import tag_values as tv
+from tests.host_timezone import host_timezone
 
 pytestmark = pytest.mark.unit
 UTC = dt.UTC
@@ -67,9 +68,20 @@ def test_retry_limit(value, expected) -> None:
     ("0001-01-01T00:00+14:00", None), ("0001-01-01T00:00+00:00", None), ("0001-01-01T00:00-14:00", None),
     ("2025-06-03T03:05+12:00" + "0" * 5000, None), ("x" * 65, None), (BIG, None),
     ("\uff12\uff10\uff12\uff15-06-03T03:05+12:00", None),  # full-width digits
+    # The length bound, on a valid minute padded with fractional seconds: 64 characters are read, 65 are not.
+    ("2025-06-03T03:05:00." + "0" * 38 + "+12:00", dt.datetime(2025, 6, 2, 15, 5, tzinfo=UTC)),
+    ("2025-06-03T03:05:00." + "0" * 39 + "+12:00", None),
+    (202506030305, None), (["2025-06-03T03:05+12:00"], None),  # not text at all
 ])
 def test_scheduled_minute(value, expected) -> None:
     assert tv.scheduled_minute(value) == expected
+
+
+def test_a_scheduled_minute_is_read_as_utc_on_any_host() -> None:
+    """The history stores and shows it in UTC, whatever the host's zone."""
+    with host_timezone("Pacific/Auckland"):
+        minute = tv.scheduled_minute("2025-06-03T03:05+12:00")
+    assert minute.isoformat() == "2025-06-02T15:05:00+00:00"
 
 
 @pytest.mark.parametrize(("value", "expected"), [

@@ -9,11 +9,14 @@ import pytest
 
 from orchestration_core.audit.cleanup import (
     KeepReason,
+    _parent_is_kept,
     cleanup_cutoff,
     failed_retention_cutoff,
     keep_reason,
+    parent_run_id_of,
     reindex_due,
 )
+from tests.host_timezone import host_timezone
 
 pytestmark = pytest.mark.unit
 S = dg.DagsterRunStatus
@@ -52,9 +55,21 @@ def test_keep_reason(status, tags, parent_kept, expected) -> None:
         (datetime(2025, 3, 20, tzinfo=UTC), 1, datetime(2025, 3, 19, tzinfo=UTC)),
     ],
 )
-def test_cutoff_is_utc(now, days, expected) -> None:
-    cutoff = cleanup_cutoff(days, now)
+@pytest.mark.parametrize("host_zone", ["UTC", "Pacific/Auckland", "America/Los_Angeles"])
+def test_cutoff_is_utc(now, days, expected, host_zone) -> None:
+    with host_timezone(host_zone):
+        cutoff = cleanup_cutoff(days, now)
     assert cutoff == expected
+    assert cutoff.utcoffset() == timedelta(0)
+
+
+@pytest.mark.parametrize("host_zone", ["UTC", "Pacific/Auckland"])
+def test_cutoff_without_a_time_is_that_many_days_before_now_in_utc(host_zone: str) -> None:
+    with host_timezone(host_zone):
+        before = datetime.now(UTC)
+        cutoff = cleanup_cutoff(14)
+        after = datetime.now(UTC)
+    assert before - timedelta(days=14) <= cutoff <= after - timedelta(days=14)
     assert cutoff.utcoffset() == timedelta(0)
 
 
@@ -65,7 +80,7 @@ def test_cutoff_rejects_non_positive_days(days) -> None:
 
 
 def test_cutoff_rejects_naive_now() -> None:
-    with pytest.raises(ValueError, match="timezone-aware"):
+    with pytest.raises(ValueError, match="^now must be timezone-aware$"):
         cleanup_cutoff(14, datetime(2025, 3, 20))
 
 
@@ -122,9 +137,74 @@ def test_without_a_failed_runs_retention_problems_are_kept_at_any_age(age_days: 
     assert keep_reason(S.SUCCESS, PARTIAL, False, created_at=created, problem_cutoff=None) == KeepReason.PARTIAL
 
 
-def test_a_naive_creation_time_is_read_as_utc() -> None:
-    created = (PROBLEM_CUTOFF_30 - timedelta(minutes=1)).replace(tzinfo=None)
-    assert keep_reason(S.FAILURE, {}, False, created_at=created, problem_cutoff=PROBLEM_CUTOFF_30) is None
+@pytest.mark.parametrize("host_zone", ["UTC", "Pacific/Auckland", "America/Los_Angeles"])
+@pytest.mark.parametrize(("minutes", "expected"), [(-1, None), (1, KeepReason.FAILED)])
+def test_a_naive_creation_time_is_read_as_utc_whatever_the_hosts_zone(host_zone, minutes, expected) -> None:
+    created = (PROBLEM_CUTOFF_30 + timedelta(minutes=minutes)).replace(tzinfo=None)
+    with host_timezone(host_zone):
+        assert keep_reason(S.FAILURE, {}, False, created_at=created, problem_cutoff=PROBLEM_CUTOFF_30) == expected
+
+
+@pytest.mark.parametrize(("minutes", "expected"), [(-1, None), (1, KeepReason.FAILED)])
+def test_a_creation_time_in_another_zone_is_compared_as_the_same_instant(minutes: int, expected) -> None:
+    auckland = timezone(timedelta(hours=13))
+    created = (PROBLEM_CUTOFF_30 + timedelta(minutes=minutes)).astimezone(auckland)
+    assert keep_reason(S.FAILURE, {}, False, created_at=created, problem_cutoff=PROBLEM_CUTOFF_30) == expected
+
+
+def test_a_problem_created_exactly_at_the_failed_runs_cutoff_is_still_kept() -> None:
+    assert keep_reason(S.FAILURE, {}, False, created_at=PROBLEM_CUTOFF_30,
+                       problem_cutoff=PROBLEM_CUTOFF_30) == KeepReason.FAILED
+
+
+@pytest.mark.parametrize(
+    ("parent_run_id", "tags", "expected"),
+    [
+        ("P1", {}, "P1"),  # re-executed through the API: the field
+        (None, {"dagster/parent_run_id": "P2"}, "P2"),  # the daemon's retry and the UI: the tag
+        ("P1", {"dagster/parent_run_id": "P1"}, "P1"),
+        (None, {}, None),  # a first run
+    ],
+)
+def test_the_run_a_re_execution_recovers(parent_run_id, tags, expected) -> None:
+    run = dg.DagsterRun(job_name="morning_scrape", run_id="R", parent_run_id=parent_run_id,
+                        root_run_id=parent_run_id, tags=tags)
+    assert parent_run_id_of(run) == expected
+
+
+def parent_record(status: dg.DagsterRunStatus, tags: dict[str, str], age_days: float) -> dg.RunRecord:
+    created = NOW - timedelta(days=age_days)
+    run = dg.DagsterRun(job_name="morning_scrape", run_id="PARENT", status=status, tags=tags)
+    return dg.RunRecord(storage_id=1, dagster_run=run, create_timestamp=created, update_timestamp=created)
+
+
+@pytest.mark.parametrize(
+    ("status", "tags", "age_days", "problem_cutoff", "kept"),
+    [
+        (S.FAILURE, {}, 45, None, True),  # a recovery goes with the failed run it recovers
+        (S.CANCELED, {}, 45, None, True),
+        (S.SUCCESS, PARTIAL, 45, None, True),
+        (S.SUCCESS, {"racing/outcome": "failed"}, 45, None, True),
+        (S.SUCCESS, {}, 45, None, False),  # a clean success documents nothing
+        (S.SUCCESS, {"racing/outcome": "success"}, 45, None, False),
+        (S.FAILURE, {}, 29.99, PROBLEM_CUTOFF_30, True),  # the failed run is still kept, so is its recovery
+        (S.FAILURE, {}, 30.01, PROBLEM_CUTOFF_30, False),  # past RUN_RETENTION_FAILED_DAYS: both go
+        (S.SUCCESS, PARTIAL, 30.01, PROBLEM_CUTOFF_30, False),
+    ],
+)
+def test_a_recovery_is_kept_while_the_run_it_recovers_is(status, tags, age_days, problem_cutoff, kept) -> None:
+    assert _parent_is_kept(parent_record(status, tags, age_days), problem_cutoff) is kept
+
+
+def test_a_recovery_of_a_recovery_is_not_kept_for_it() -> None:
+    """A parent kept only because it recovers a kept run does not keep its own re-execution: the chain ends at the
+    success that recovered the failure."""
+    parent = parent_record(S.SUCCESS, {"dagster/parent_run_id": "FAILED"}, 45)
+    assert _parent_is_kept(parent, None) is False
+
+
+def test_a_run_without_a_parent_recovers_nothing() -> None:
+    assert _parent_is_kept(None, PROBLEM_CUTOFF_30) is False
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from racing_orchestration.settings import RacingSettings, launch_ahead
 from racing_orchestration.tab.client import TabClient
 from racing_orchestration.tab.sim_engine import SimFeedConfig
 from racing_orchestration.tab.sim_feed import SimFeedServer
+from tests.host_timezone import host_timezone
 from tests.racing_orchestration.checkpoint_support import Clock, RunClock, pick_race, seed_day
 
 T60, T15, POST = CHECKPOINTS["t60"], CHECKPOINTS["t15"], CHECKPOINTS["post"]
@@ -57,6 +58,7 @@ S = dt.timedelta(seconds=1)
         (30, 0, False, Wait.SLEEP, 30),
         (30, 0, True, Wait.SLEEP, 30),  # moved, still within the margin: wait longer
         (30, 40, True, Wait.RESCHEDULE, 30),  # moved: 40 s waited + 30 s to go > 55 s
+        (30, 25, True, Wait.SLEEP, 30),  # moved: 25 s waited + 30 s to go is the 55 s bound itself: wait
         (600, 0, True, Wait.RESCHEDULE, 600),  # moved 10 minutes: give the worker back
         (600, 0, False, Wait.SLEEP, 600),  # not moved (a clock difference): wait, never fetch early
     ],
@@ -101,9 +103,14 @@ def test_decide_requests_within_the_margin_before_the_target(spec, seconds_after
 def test_run_keys_of_a_rescheduled_claim_and_its_retries() -> None:
     key = rescheduled_key("r1", T15, dt.datetime(2026, 11, 29, 1, 5, tzinfo=dt.UTC))
     assert key == "r1:t15:at20261129T010500Z"
+    # the key names the UTC instant, whatever the target's zone and the host's
+    auckland = dt.timezone(dt.timedelta(hours=13))
+    with host_timezone("Pacific/Auckland"):
+        assert rescheduled_key("r1", T15, dt.datetime(2026, 11, 29, 14, 5, tzinfo=auckland)) == key
     assert claim_base_key(None, "r1:t15") == "r1:t15"
     assert claim_base_key(retry_key("r1:t15", 2), "r1:t15") == "r1:t15"
     assert claim_base_key(retry_key(key, 1), "r1:t15") == key
+    assert claim_base_key(key, "r1:t15") == key  # a rescheduled claim not yet re-requested counts from its own key
     assert claim_base_key("r1:post:2:retry1", "r1:post:2") == "r1:post:2"
 
 

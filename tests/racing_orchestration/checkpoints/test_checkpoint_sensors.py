@@ -17,10 +17,12 @@ from racing_orchestration.checkpoints.windows import (
     MAX_RELAUNCHES,
     Action,
     Relaunch,
+    checkpoint_spec,
     decide,
     decide_relaunch,
     retry_key,
     run_key,
+    start_window,
 )
 from racing_orchestration.race_db.checkpoints import await_next_attempt, update_checkpoint
 from racing_orchestration.race_db.queries import race_row
@@ -41,28 +43,34 @@ CHAIN_WAITS = [dt.timedelta(minutes=5), dt.timedelta(minutes=5), dt.timedelta(mi
 
 @pytest.mark.unit
 @pytest.mark.parametrize(
-    ("spec", "minutes_after_due", "status", "action"),
+    ("spec", "minutes_after_due", "status", "action", "reason"),
     [
-        (T60, -0.1, "Open", Action.WAIT),
-        (T60, 0, "Open", Action.REQUEST),
-        (T60, 2, "Open", Action.REQUEST),
-        (T60, 3, "Open", Action.REQUEST_LATE),
-        (T60, 59, "Open", Action.REQUEST_LATE),
-        (T60, 61, "Open", Action.SKIP),  # race started: pre-race odds are gone
-        (T15, 5, "Closed", Action.SKIP),
-        (T15, 0, "Abandoned", Action.SKIP),
-        (POST, 0, "Abandoned", Action.SKIP),
-        (POST, 0, "Open", Action.REQUEST),  # delayed jump: the results check's own retries wait for it
-        (POST, 150, "Final", Action.REQUEST_LATE),
-        (POST, 181, "Final", Action.SKIP),
+        (T60, -0.1, "Open", Action.WAIT, ""),
+        (T60, 0, "Open", Action.REQUEST, ""),
+        (T60, 2, "Open", Action.REQUEST, ""),  # on the grace's edge: still on time
+        (T60, 3, "Open", Action.REQUEST_LATE, "late by 180 s (grace 120 s)"),
+        (T60, 59, "Open", Action.REQUEST_LATE, "late by 3540 s (grace 120 s)"),
+        # race started: pre-race odds are gone
+        (T60, 61, "Open", Action.SKIP,
+         "missed by 3660 s: race already started (status Open), odds no longer pre-race"),
+        (T15, 5, "Closed", Action.SKIP,
+         "missed by 300 s: race already started (status Closed), odds no longer pre-race"),
+        (T15, 0, "Abandoned", Action.SKIP, "race abandoned"),
+        (T15, -0.5, "Abandoned", Action.WAIT, ""),  # not due yet: nothing is recorded before its time
+        (POST, 0, "Abandoned", Action.SKIP, "race abandoned"),
+        (POST, 0, "Open", Action.REQUEST, ""),  # delayed jump: the results check's own retries wait for it
+        (POST, 150, "Final", Action.REQUEST_LATE, "late by 9000 s (grace 120 s)"),
+        (POST, 180, "Final", Action.REQUEST_LATE, "late by 10800 s (grace 120 s)"),  # on the late limit: still taken
+        (POST, 181, "Final", Action.SKIP, "missed by 10860 s: beyond the 10800 s late limit"),
     ],
 )
-def test_decide(spec, minutes_after_due, status, action) -> None:
+def test_decide(spec, minutes_after_due, status, action, reason) -> None:
+    """The action, the lateness the ledger records and the reason an operator reads: skips and late runs are never
+    silent."""
     now = START + spec.offset + dt.timedelta(minutes=minutes_after_due)
     decision = decide(spec, START, status, now)
-    assert decision.action == action
-    if action in (Action.SKIP, Action.REQUEST_LATE):
-        assert decision.reason  # never silent
+    assert (decision.action, decision.lateness, decision.reason) == (
+        action, dt.timedelta(minutes=minutes_after_due), reason)
 
 
 @pytest.mark.unit
@@ -78,7 +86,8 @@ def test_decide(spec, minutes_after_due, status, action) -> None:
         (T15, 15, "Open", "FAILURE", 0, Relaunch.GIVE_UP, "failed", "race already started"),  # at the start: too late
         (T60, 30, "Closed", None, 0, Relaunch.GIVE_UP, "failed", "race already started"),
         (T60, 5, "Abandoned", "FAILURE", 0, Relaunch.GIVE_UP, "skipped", "race abandoned"),
-        (T60, 5, "Open", "SUCCESS", 0, Relaunch.GIVE_UP, "failed", "succeeded without recording the checkpoint"),
+        (T60, 5, "Open", "SUCCESS", 0, Relaunch.GIVE_UP, "failed",
+         "its run succeeded without recording the checkpoint; not requested again"),
         (POST, 20, "Interim", "FAILURE", 1, Relaunch.NEW_KEY, "", "requested again (2/3)"),
         (POST, 179, "Final", "FAILURE", 0, Relaunch.NEW_KEY, "", "requested again (1/3)"),  # within the late limit
         (POST, 181, "Final", "FAILURE", 0, Relaunch.GIVE_UP, "failed", "beyond the 10800 s late limit"),
@@ -94,10 +103,60 @@ def test_decide_relaunch(spec, minutes_after_due, status, run_status, relaunches
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(("minutes_after_due", "action", "says"), [
+    (59, Relaunch.NEW_KEY, "its run ended FAILURE without taking the checkpoint; requested again (1/3)"),
+    (61, Relaunch.GIVE_UP, "its run ended FAILURE without taking the checkpoint; not requested again: "
+                           "missed by 3660 s: beyond the 3600 s late limit"),
+])
+def test_a_re_request_follows_the_late_limit_it_is_given(minutes_after_due, action, says) -> None:
+    now = START + POST.offset + dt.timedelta(minutes=minutes_after_due)
+    decision = decide_relaunch(POST, START, "Final", now, run_status="FAILURE", relaunches=0,
+                               post_late_limit=dt.timedelta(hours=1))
+    assert (decision.action, decision.reason) == (action, says)
+
+
+@pytest.mark.unit
+def test_a_re_request_within_the_grace_it_is_given_is_on_time_whatever_the_late_limit() -> None:
+    now = START + POST.offset + dt.timedelta(minutes=200)
+    decision = decide_relaunch(POST, START, "Final", now, run_status="FAILURE", relaunches=0,
+                               grace=dt.timedelta(hours=4))
+    assert decision.action == Relaunch.NEW_KEY
+
+
+@pytest.mark.unit
 def test_retry_keys_are_new_per_attempt() -> None:
     base = run_key("r1", T15)
     assert [retry_key(base, n) for n in (1, 2, 3)] == ["r1:t15:retry1", "r1:t15:retry2", "r1:t15:retry3"]
     assert retry_key(run_key("r1", POST, 2), 1) == "r1:post:2:retry1"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("name", "label", "offset"), [("t60", "T-60", -60), ("t15", "T-15", -15), ("post", "T+5", 5)])
+def test_checkpoint_spec_by_name(name: str, label: str, offset: int) -> None:
+    spec = checkpoint_spec(name)
+    assert (spec.name, spec.label, spec.offset) == (name, label, dt.timedelta(minutes=offset))
+
+
+@pytest.mark.unit
+def test_an_unknown_checkpoint_name_is_refused_with_the_valid_ones() -> None:
+    with pytest.raises(ValueError) as refused:
+        checkpoint_spec("t30")
+    assert str(refused.value) == "unknown checkpoint 't30'; choose one of ['post', 't15', 't60']"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("spec", "ahead_seconds", "lo", "hi"), [
+    # (lo, hi] of start times whose checkpoint falls due in (now - 24 h, now + ahead]
+    (T60, 0, dt.datetime(2026, 11, 28, 11, 0), dt.datetime(2026, 11, 29, 11, 0)),
+    (T15, 45, dt.datetime(2026, 11, 28, 10, 15, 45), dt.datetime(2026, 11, 29, 10, 15, 45)),
+    (POST, 45, dt.datetime(2026, 11, 28, 9, 55, 45), dt.datetime(2026, 11, 29, 9, 55, 45)),
+])
+def test_start_window(spec, ahead_seconds, lo, hi) -> None:
+    now = dt.datetime(2026, 11, 29, 10, 0, tzinfo=dt.UTC)
+    assert start_window(spec, now, ahead=dt.timedelta(seconds=ahead_seconds)) == (
+        lo.replace(tzinfo=dt.UTC), hi.replace(tzinfo=dt.UTC))
+    short = start_window(spec, now, dt.timedelta(hours=1), dt.timedelta(seconds=ahead_seconds))
+    assert short == (hi.replace(tzinfo=dt.UTC) - dt.timedelta(hours=1), hi.replace(tzinfo=dt.UTC))
 
 
 @pytest.mark.unit

@@ -3,6 +3,7 @@ three card checks."""
 
 import datetime as dt
 
+import dagster as dg
 import pytest
 
 from racing_orchestration.ingestion.combinations import (
@@ -11,7 +12,16 @@ from racing_orchestration.ingestion.combinations import (
     day_outcomes,
     retries_after_error,
 )
-from racing_orchestration.race_data.card_checks import CardFacts, CardRace, Runners, card_checks, runners_due
+from racing_orchestration.race_data.card_checks import (
+    CardCheck,
+    CardFacts,
+    CardRace,
+    Runners,
+    card_checks,
+    check_evaluations,
+    checks_while_scraping,
+    runners_due,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -161,3 +171,101 @@ def test_start_times_are_on_the_racing_day(start_utc, passed) -> None:
     race = _race(1, start_utc.replace(tzinfo=dt.UTC), status="Final")
     passed_, description = _checks(CardFacts(TODAY, 1, (race,)))["start_times_on_day"]
     assert passed_ is passed, description
+
+
+def _by_name(facts: CardFacts, now: dt.datetime = NOON_NZ, tz: str = TZ) -> dict[str, object]:
+    return {c.name: c for c in card_checks(facts, now, tz)}
+
+
+def _shown(metadata: dict[str, object]) -> dict[str, object]:
+    """The metadata as the UI shows it: markdown values by their text."""
+    return {key: getattr(value, "value", value) for key, value in metadata.items()}
+
+
+def test_a_card_with_every_kind_of_race_reads_in_full() -> None:
+    """What the asset checks show an operator: each check's verdict, words and metadata."""
+    races = (
+        CardRace("r1", "Ellerslie", 1, NOON_NZ - dt.timedelta(minutes=30), "Final", 8, "done"),  # due, has runners
+        CardRace("r2", "Ellerslie", 2, NOON_NZ + dt.timedelta(minutes=10), "Open", 0, "failed"),  # due, none
+        CardRace("r3", "Trentham", 3, NOON_NZ + dt.timedelta(minutes=40), "Open", 0, "requested"),  # awaiting
+        CardRace("r4", "Trentham", 4, dt.datetime(2026, 11, 30, 0, 0, tzinfo=dt.UTC), "Open", 0),  # next day's
+    )
+    checks = _by_name(CardFacts(TODAY, 2, races))
+    not_empty, runners, starts = checks["card_not_empty"], checks["races_have_runners"], checks["start_times_on_day"]
+    assert (not_empty.passed, not_empty.description, not_empty.metadata) == (
+        True, f"{TODAY}: 2 meetings, 4 races", {"meetings": 2, "races": 4})
+    assert (runners.passed, runners.description) == (
+        False, f"{TODAY}: 1 of 2 races past T-60 have no runners (no T-60 or later event stored); "
+               "1 more awaiting their T-60 run")
+    assert _shown(runners.metadata) == {
+        "races_past_t60": 3, "races_awaiting_t60": 1, "races_without_runners": 1,
+        "races": "- Ellerslie R2 (r2), starts 2026-11-29 12:10",
+        "races_awaiting": "- Trentham R3 (r3), starts 2026-11-29 12:40"}
+    assert (starts.passed, starts.description) == (False, f"{TODAY}: 1 of 4 races start outside the racing day")
+    assert _shown(starts.metadata) == {"races_outside_day": 1, "window_utc": "2026-11-28 05:00 to 2026-11-29 23:00",
+                                       "races": "- Trentham R4 (r4), starts 2026-11-30 13:00"}
+
+
+def test_a_card_that_holds_in_full() -> None:
+    races = (CardRace("r1", "Ellerslie", 1, NOON_NZ - dt.timedelta(minutes=30), "Final", 8, "done"),)
+    checks = _by_name(CardFacts(TODAY, 1, races))
+    runners, starts = checks["races_have_runners"], checks["start_times_on_day"]
+    assert (runners.passed, runners.description, runners.metadata) == (
+        True, f"{TODAY}: all 1 races past T-60 have runners",
+        {"races_past_t60": 1, "races_awaiting_t60": 0, "races_without_runners": 0})
+    assert (starts.passed, starts.description, starts.metadata) == (
+        True, f"{TODAY}: all 1 races start within the racing day",
+        {"races_outside_day": 0, "window_utc": "2026-11-28 05:00 to 2026-11-29 23:00"})
+
+
+@pytest.mark.parametrize(("minutes_to_start", "t60", "description"), [
+    (90, None, f"{TODAY}: no race has reached T-60 yet"),
+    (30, "requested", f"{TODAY}: 1 races past T-60 awaiting their T-60 run"),
+])
+def test_the_runners_check_before_any_race_is_due(minutes_to_start, t60, description) -> None:
+    race = CardRace("r1", "Ellerslie", 1, NOON_NZ + dt.timedelta(minutes=minutes_to_start), "Open", 0, t60)
+    runners = _by_name(CardFacts(TODAY, 1, (race,)))["races_have_runners"]
+    assert (runners.passed, runners.description) == (True, description)
+
+
+@pytest.mark.parametrize(("meetings", "races", "passed"), [(1, 1, True), (0, 1, False), (1, 0, False)])
+def test_card_not_empty_needs_a_meeting_and_a_race(meetings: int, races: int, passed: bool) -> None:
+    card = tuple(_race(n, NOON_NZ + dt.timedelta(hours=2)) for n in range(1, races + 1))
+    assert _by_name(CardFacts(TODAY, meetings, card))["card_not_empty"].passed is passed
+
+
+def test_the_racing_day_is_the_configured_zones() -> None:
+    """In Sydney (AEDT, +11) the day's window starts and ends two hours later in UTC than Auckland's."""
+    race = _race(1, dt.datetime(2026, 11, 28, 6, 30, tzinfo=dt.UTC), status="Final")  # 17:30 Sydney the day before
+    starts = _by_name(CardFacts(TODAY, 1, (race,)), tz="Australia/Sydney")["start_times_on_day"]
+    assert starts.passed is False
+    assert starts.metadata["window_utc"] == "2026-11-28 07:00 to 2026-11-30 01:00"
+    assert starts.metadata["races"].value == "- Ellerslie R1 (r1), starts 2026-11-28 17:30"
+
+
+@pytest.mark.parametrize(("count", "more"), [(20, None), (21, "- (+1 more)"), (23, "- (+3 more)")])
+def test_a_long_list_of_races_shows_twenty_and_counts_the_rest(count: int, more: str | None) -> None:
+    card = tuple(CardRace(f"r{n}", "Ellerslie", n, NOON_NZ - dt.timedelta(minutes=n), "Final", 0, "done")
+                 for n in range(1, count + 1))
+    lines = _by_name(CardFacts(TODAY, 1, card))["races_have_runners"].metadata["races"].value.split("\n")
+    assert lines[:2] == ["- Ellerslie R1 (r1), starts 2026-11-29 11:59", "- Ellerslie R2 (r2), starts 2026-11-29 11:58"]
+    assert len(lines) == 20 + (more is not None)
+    assert lines[-1] == (more or "- Ellerslie R20 (r20), starts 2026-11-29 11:40")
+
+
+def test_while_scraping_only_a_failed_card_not_empty_waits_for_the_summary() -> None:
+    def check(name: str, passed: bool) -> CardCheck:
+        return CardCheck(name, passed, f"{name} {passed}", {})
+
+    checks = [check("card_not_empty", True), check("card_not_empty", False), check("races_have_runners", False),
+              check("start_times_on_day", True)]
+    assert checks_while_scraping(checks) == [checks[0], checks[2], checks[3]]
+
+
+def test_checks_are_recorded_as_error_evaluations_of_the_days_partition() -> None:
+    checks = card_checks(CardFacts(TODAY, 0, ()), NOON_NZ, TZ)
+    evaluations = check_evaluations(checks, TODAY)
+    assert [(e.asset_key, e.check_name, e.passed, e.partition, e.severity, e.description) for e in evaluations] == [
+        (dg.AssetKey("race_cards"), c.name, c.passed, "2026-11-29", dg.AssetCheckSeverity.ERROR, c.description)
+        for c in checks]
+    assert [_shown(e.metadata) for e in evaluations] == [_shown(c.metadata) for c in checks]

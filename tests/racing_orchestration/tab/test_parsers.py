@@ -211,3 +211,14 @@ def test_races_list_needs_races(tab_samples_dir: Path) -> None:
     payload["data"]["races"] = "none"
     with pytest.raises(TabPayloadError, match=r"TAB /list response: data.races is not a list"):
         parse_races_list_response(payload)
+
+
+@pytest.mark.parametrize(("payload", "message"), [
+    ([], "TAB /list?date=2026-11-29 response: expected a JSON object {header, params, data}, got list"),
+    ({"header": {}, "data": {"races": [{}]}},
+     "TAB /list?date=2026-11-29 response: data.races[0].id: Field required (and 3 more problems)"),
+])
+def test_a_bad_races_page_names_its_request_and_the_place_in_the_data(payload, message: str) -> None:
+    with pytest.raises(TabPayloadError) as refused:
+        parse_races_list_response(payload, "/list?date=2026-11-29")
+    assert str(refused.value) == message
