@@ -151,7 +151,7 @@ def test_idle_memory_is_within_the_footprint_alarm(stack: ComposeStack) -> None:
     figures = footprint.compose_figures(stack)
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "live-production-footprint.json").write_text(json.dumps(figures, indent=2) + "\n")
-    rows = footprint.budget_rows(footprint.idle_budget_figures(figures), footprint.ALARM_BUDGETS_MIB)
+    rows = footprint.budget_rows(footprint.idle_budget_figures(figures))
     print("\n" + footprint.format_rows(rows), flush=True)
     assert footprint.alarms(rows) == [], figures
 
