@@ -1,7 +1,8 @@
 """Soak: the compose deployment (the production reference) or the local stack (`make run`), for hours at a busy racing
 day's density, sampled every minute. Run by hand, not a timed test (BENCHMARKS.md "Soak").
 
-    python bench/soak.py --form compose --hours 4 --out /var/tmp/soak/compose [--skip-build] [--env NAME=VALUE]
+    python bench/soak.py --form compose --hours 4 --out /var/tmp/soak/compose [--skip-build] [--env NAME=VALUE] \
+        [--project racing-soak]
     python bench/soak.py --form local --hours 4 --out /var/tmp/soak/local
     python bench/soak.py --report /var/tmp/soak/compose /var/tmp/soak/local     # the figures side by side
 
@@ -438,8 +439,7 @@ class ComposeSampler(Sampler):
         return self.addresses.get(address, "run-containers" if address != "local" else "unix-socket")
 
     def folders(self) -> dict[str, Path]:
-        volume = f"{self.stack.project}_compute-logs"
-        mount = self._docker("volume", "inspect", "-f", "{{.Mountpoint}}", volume).strip()
+        mount = self._docker("volume", "inspect", "-f", "{{.Mountpoint}}", self.stack.volume("compute-logs")).strip()
         folders = {"exports": self.stack.exports, "backups": self.stack.backups}
         if mount:
             folders["compute-logs"] = Path(mount)
@@ -576,7 +576,12 @@ def run_local(args, out: Path, stop: dict) -> dict:
 def run_compose(args, out: Path, stop: dict) -> dict:
     from tests.production.compose_stack import ComposeStack
 
-    stack = ComposeStack(work_dir=out / "compose-work", image_tag=args.image_tag,
+    from local_stack.stack import free_port
+
+    # A project of its own on free ports: the suite's live production test (which owns the production name and
+    # ports) can run on the same engine while a soak goes on.
+    stack = ComposeStack(work_dir=out / "compose-work", image_tag=args.image_tag, project=args.project,
+                         host_ports={service: free_port() for service in ("front", "api")},
                          sim_args=dense_sim_args(args.hours), extra_env=env_assignments(args.env))
     try:
         stack.deploy(build=not args.skip_build)
@@ -642,6 +647,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every-seconds", type=float, default=60.0)
     parser.add_argument("--skip-build", action="store_true", help="compose: use the images already tagged")
     parser.add_argument("--image-tag", default="soak")
+    parser.add_argument("--project", default="racing-soak",
+                        help="compose: the project name (its network and volumes are named after it)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="a setting for the stack (compose: its env file), e.g. DAEMON_RESTART_ABOVE_MIB=150")
     parser.add_argument("--report", nargs="+", type=Path, metavar="DIR", help="print the report of finished soaks")

@@ -194,6 +194,13 @@ class ComposeStack:
         """The service's published address on the host."""
         return f"http://127.0.0.1:{self.host_ports.get(service, PUBLISHED_PORTS[service][0])}"
 
+    def volume(self, name: str) -> str:
+        """The engine's name of the deployment's named volume `name` (one of NAMED_VOLUMES): fixed names, since
+        deploy/dagster.yaml mounts them into run containers by name."""
+        if name not in NAMED_VOLUMES:
+            raise ValueError(f"{name!r} is not one of the named volumes {NAMED_VOLUMES}")
+        return f"{self.project}-{name}"
+
     @property
     def ui_url(self) -> str:
         """The Dagster UI as people open it: the front's address (its FRONT_PUBLIC_ORIGIN)."""

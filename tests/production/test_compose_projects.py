@@ -66,6 +66,8 @@ def test_a_project_beside_has_its_own_ports_network_and_volumes(tmp_path) -> Non
     assert config["networks"]["runs"]["name"] == BESIDE
     assert {name: config["volumes"][name]["name"] for name in NAMED_VOLUMES} == {
         name: f"{BESIDE}-{name}" for name in NAMED_VOLUMES}
+    assert {name: stack.volume(name) for name in NAMED_VOLUMES} == {
+        name: config["volumes"][name]["name"] for name in NAMED_VOLUMES}  # what the soak reads its folders from
     for name in ("migrate", "code-racing", "code-maintenance", "webserver", "daemon", "api"):
         mounts = {m["target"]: m["source"] for m in services[name].get("volumes", [])}
         assert mounts[INSTANCE_YAML] == str(tmp_path / "instance" / "dagster.yaml"), name
@@ -83,6 +85,7 @@ def test_the_production_named_project_is_the_compose_file_unchanged(tmp_path) ->
     assert not published(config["services"]["webserver"])
     assert published(config["services"]["api"]) == [("127.0.0.1", 8090)]
     assert config["networks"]["runs"]["name"] == PROJECT
+    assert stack.volume("compute-logs") == config["volumes"]["compute-logs"]["name"] == "racing-orchestration-compute-logs"
     assert INSTANCE_YAML not in {m["target"] for m in config["services"]["daemon"].get("volumes", [])}
     assert (stack.ui_url, stack.api_url) == ("http://127.0.0.1:3000", "http://127.0.0.1:8090")
 
@@ -90,3 +93,8 @@ def test_the_production_named_project_is_the_compose_file_unchanged(tmp_path) ->
 def test_the_production_named_project_publishes_only_the_production_ports(tmp_path) -> None:
     with pytest.raises(ValueError, match="production ports"):
         ComposeStack(work_dir=tmp_path, host_ports={"front": 3100})
+
+
+def test_a_volume_the_deployment_does_not_name_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="not one of the named volumes"):
+        ComposeStack(work_dir=tmp_path).volume("postgres-data")  # compose's own naming, not a fixed name
