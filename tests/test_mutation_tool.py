@@ -108,3 +108,31 @@ def test_every_target_names_test_files_that_exist() -> None:
         assert target.tests, module
         for test_file in target.tests:
             assert (REPO_ROOT / test_file.partition("::")[0]).is_file(), test_file
+
+
+def test_a_module_without_postgres_runs_with_the_callers_environment_unchanged(monkeypatch) -> None:
+    monkeypatch.delenv("TEST_DATABASE_URL", raising=False)
+    with mutation.postgres_for(mutation.Target(tests=("t.py",))) as env:
+        assert "TEST_DATABASE_URL" not in env
+
+
+def test_a_server_the_caller_names_is_used_instead_of_starting_one(monkeypatch) -> None:
+    monkeypatch.setenv("TEST_DATABASE_URL", "postgresql+psycopg2://u@127.0.0.1:1/postgres")
+    with mutation.postgres_for(mutation.Target(tests=("t.py",), postgres=True)) as env:
+        assert env["TEST_DATABASE_URL"] == "postgresql+psycopg2://u@127.0.0.1:1/postgres"
+
+
+@pytest.mark.integration
+def test_a_postgres_module_gets_one_server_for_its_run_and_it_is_gone_after(monkeypatch) -> None:
+    import sqlalchemy as sa
+
+    monkeypatch.delenv("TEST_DATABASE_URL", raising=False)
+    with mutation.postgres_for(mutation.Target(tests=("t.py",), postgres=True)) as env:
+        engine = sa.create_engine(env["TEST_DATABASE_URL"])
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+        engine.dispose()
+    engine = sa.create_engine(env["TEST_DATABASE_URL"], connect_args={"connect_timeout": 2})
+    with pytest.raises(sa.exc.OperationalError):
+        engine.connect()
+    engine.dispose()

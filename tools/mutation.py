@@ -16,13 +16,16 @@ script imports nothing of the project before it does, and a run whose mutants ar
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +50,9 @@ class Target:
     tests: tuple[str, ...]
     functions: tuple[str, ...] = ()
     marker: str = ""  # e.g. "unit": only these tests of files that also hold Postgres-backed ones
+    # The tests need Postgres (SQL decisions): one embedded server for the module's whole run, which every mutant's
+    # test session reaches through TEST_DATABASE_URL instead of starting its own.
+    postgres: bool = False
 
 
 # Smallest and most central first: `make mutation` runs them in this order.
@@ -100,6 +106,11 @@ TARGETS: dict[str, Target] = {
         functions=("runners_due", "_race_list", "card_checks", "check_evaluations", "checks_while_scraping"),
     ),
     "orchestration_core/run_config_rules.py": Target(tests=("tests/orchestration_core/test_run_config_rules.py",)),
+    "orchestration_core/unshowable.py": Target(
+        tests=("tests/orchestration_core/test_unshowable.py", "tests/maintenance_jobs/test_text_rules.py")),
+    # Who may claim a row and which rows a tick picks up again: SQL, held to its rules on Postgres.
+    "racing_orchestration/race_db/checkpoints.py": Target(
+        tests=("tests/racing_orchestration/race_db/test_checkpoint_ledger.py",), postgres=True),
 }
 
 
@@ -193,12 +204,26 @@ def table(results: list[ModuleResult]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
 
+@contextlib.contextmanager
+def postgres_for(target: Target) -> Iterator[dict[str, str]]:
+    """The child's environment: for a Postgres module, with TEST_DATABASE_URL naming a server started for it."""
+    if not target.postgres or os.environ.get("TEST_DATABASE_URL"):
+        yield dict(os.environ)
+        return
+    # The parent only: the child imports the project from mutants/ (see the module's docstring).
+    from local_stack.embedded_postgres import psycopg2_url, temporary_embedded_postgres
+
+    with temporary_embedded_postgres("racing-mutation-pg-") as server:
+        yield {**os.environ, "TEST_DATABASE_URL": psycopg2_url(server.get_uri())}
+
+
 def run_module(module: str, python: str) -> ModuleResult:
     """mutmut over one module in a child process of its own (mutmut keeps its config and state per process)."""
     target = TARGETS[module]
     shutil.rmtree(REPO_ROOT / "mutants", ignore_errors=True)
     started = time.monotonic()
-    subprocess.run([python, __file__, "--mutmut-child", module], cwd=REPO_ROOT, check=False)
+    with postgres_for(target) as env:
+        subprocess.run([python, __file__, "--mutmut-child", module], cwd=REPO_ROOT, check=False, env=env)
     seconds = time.monotonic() - started
     meta = REPO_ROOT / "mutants" / (module + ".meta")
     exit_codes = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
