@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 
 import pytest
 import sqlalchemy as sa
 
 from maintenance_jobs.cli import main as maintenance_cli
-from maintenance_jobs.database.migrate import current_revision, upgrade
+from maintenance_jobs.database.migrate import HEAD_REVISION, MIGRATIONS_DIR, applied_revision, current_revision, upgrade
 from maintenance_jobs.database.tables import scheduled_tasks
 from maintenance_jobs.registry import (
     DuplicateTask,
@@ -44,6 +46,42 @@ def test_upgrade_is_idempotent_and_uses_its_own_version_table(fresh_database_url
         engine.dispose()
     assert {"scheduled_tasks", "maintenance_registry_meta", "maintenance_alembic_version"} <= tables
     assert "alembic_version" not in tables
+
+
+def test_the_head_the_registry_is_checked_against_is_the_newest_migration() -> None:
+    from alembic.script import ScriptDirectory
+
+    # A new migration that leaves HEAD_REVISION behind would let a registry one revision short pass as current.
+    assert ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head() == HEAD_REVISION
+
+
+def test_a_registry_behind_is_upgraded_and_one_at_the_head_is_read_without_alembic(fresh_database_url: str) -> None:
+    upgrade(fresh_database_url, "0001")
+    engine = sa.create_engine(fresh_database_url)
+    try:
+        with engine.connect() as conn:
+            assert applied_revision(conn) == "0001"
+        upgrade(fresh_database_url)
+        with engine.connect() as conn:
+            assert applied_revision(conn) == "0002"
+    finally:
+        engine.dispose()
+    # A fresh interpreter, as the control API's worker starts: upgrading a registry at the head loads no Alembic.
+    probe = ("import sys; from maintenance_jobs.seed import prepare_registry; "
+             f"prepare_registry({fresh_database_url!r}); "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'alembic', 'mako'}))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_an_empty_database_has_no_applied_revision(fresh_database_url: str) -> None:
+    engine = sa.create_engine(fresh_database_url)
+    try:
+        with engine.connect() as conn:
+            assert applied_revision(conn) is None
+    finally:
+        engine.dispose()
 
 
 def test_database_rejects_out_of_range_rows_written_by_hand(registry_engine: sa.Engine) -> None:
