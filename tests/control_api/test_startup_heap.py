@@ -40,9 +40,11 @@ def heap_after_start(freeze: bool) -> dict:
 
 def test_the_start_up_heap_is_frozen_and_left_out_of_later_collections() -> None:
     frozen, plain = heap_after_start(True), heap_after_start(False)
-    assert plain["frozen"] == 0 and plain["tracked"] > 100_000, plain
-    assert frozen["frozen"] > 100_000, frozen
-    assert frozen["tracked"] < 5_000, frozen  # what a collection still scans
+    # The start-up heap (the API's modules, the app, its settings): tens of thousands of objects, all of them
+    # frozen in a served API, so a collection scans a few per cent of it.
+    assert plain["frozen"] == 0 and plain["tracked"] > 50_000, plain
+    assert frozen["frozen"] > 0.9 * plain["tracked"], (frozen, plain)
+    assert frozen["tracked"] < 0.05 * plain["tracked"], (frozen, plain)  # what a collection still scans
     assert frozen["full_collection_ms"] < plain["full_collection_ms"], (frozen, plain)
 
 
