@@ -16,11 +16,15 @@ from orchestration_core.unshowable import UNSHOWABLE
 DEFAULT_LIMIT = 500
 
 
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    # Python's own escapes: \\U with eight digits past the Basic Multilingual Plane, so `\\ue0000` cannot read as
-    # U+E000 followed by a "0".
+def visible_escape(character: str) -> str:
+    """One character written as Python's own escape (as `ascii()` writes it): `\\x1b` below U+0100, `\\u202e` in the
+    Basic Multilingual Plane, `\\U000e0001` past it, so `\\ue0000` cannot read as U+E000 followed by a "0"."""
+    code = ord(character)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    return visible_escape(match.group())
 
 
 def showable(text: object, limit: int = DEFAULT_LIMIT) -> str:

@@ -125,9 +125,9 @@ def test_a_locked_row_is_held_until_the_transaction_ends(engine, races) -> None:
     nowait = sa.text("SELECT 1 FROM race_checkpoints WHERE race_id = :r FOR UPDATE NOWAIT")
     with engine.connect() as holder, engine.connect() as other:
         holder.begin()
-        assert checkpoint_row(holder, races[0], "results", lock=False).state == "requested"
+        assert checkpoint_row(holder, races[0], "results").state == "requested"
         other.begin()
-        other.execute(nowait, {"r": races[0]})  # a plain read holds nothing
+        other.execute(nowait, {"r": races[0]})  # a plain read (the default) holds nothing
         other.rollback()
         holder.rollback()
         holder.begin()
@@ -140,16 +140,22 @@ def test_a_locked_row_is_held_until_the_transaction_ends(engine, races) -> None:
 
 
 # --- what a run does to its row ------------------------------------------------------------------------------------
-def test_an_update_changes_only_the_given_fields(engine, races) -> None:
+def test_an_update_changes_only_the_given_fields_of_the_named_row(engine, races) -> None:
     claim(engine, races[0], note="claimed")
+    claim(engine, races[0], "t60", note="the other checkpoint")
     with engine.begin() as conn:
         assert update_checkpoint(conn, races[0], "results", state="running") is True
         assert update_checkpoint(conn, races[0], "results", run_id="run-7") is True
         assert update_checkpoint(conn, races[1], "results", state="running") is False  # never claimed
-        with pytest.raises(ValueError, match="at least one of state, run_id, note"):
+        with pytest.raises(ValueError, match="^update_checkpoint needs at least one of state, run_id, note$"):
             update_checkpoint(conn, races[0], "results")
     found = row(engine, races[0])
     assert (found.state, found.run_id, found.note) == ("running", "run-7", "claimed")
+    with engine.begin() as conn:
+        assert update_checkpoint(conn, races[0], "results", note="results stored") is True
+    assert (row(engine, races[0]).state, row(engine, races[0]).note) == ("running", "results stored")
+    other = row(engine, races[0], "t60")
+    assert (other.state, other.run_id, other.note) == ("requested", None, "the other checkpoint")
 
 
 def test_a_run_gives_its_row_back_only_while_it_holds_it(engine, races) -> None:
@@ -176,8 +182,19 @@ def test_a_run_gives_its_row_back_only_while_it_holds_it(engine, races) -> None:
     assert row(engine, races[0]).scheduled_for == later
 
 
+def test_a_give_back_changes_the_named_race_only(engine, races) -> None:
+    for race_id in races[:2]:  # the same run id on two rows: only the race named is given back
+        claim(engine, race_id)
+        set_row(engine, race_id, state="running", run_id="run-1")
+    with engine.begin() as conn:
+        assert reschedule_checkpoint(conn, races[1], "results", run_id="run-1", scheduled_for=NOW + MINUTE,
+                                     note="start moved") is True
+    assert (row(engine, races[0]).state, row(engine, races[1]).state) == ("running", "rescheduled")
+
+
 def test_a_results_attempt_that_saw_no_final_waits_for_the_next(engine, races) -> None:
     claim(engine, races[0])
+    claim(engine, races[0], "t60")
     due = NOW + 2 * MINUTE
     with engine.begin() as conn:
         assert await_next_attempt(conn, races[0], "results", attempt=1, next_attempt_at=due, run_id="run-1",
@@ -189,6 +206,7 @@ def test_a_results_attempt_that_saw_no_final_waits_for_the_next(engine, races) -
     found = row(engine, races[0])
     assert (found.state, found.attempt, found.next_attempt_at, found.run_id, found.note) == (
         "waiting_final", 1, due, "run-1", "Interim")
+    assert (row(engine, races[0], "t60").state, row(engine, races[0], "t60").attempt) == ("requested", 0)
 
 
 # --- the results chain: due attempts ---------------------------------------------------------------------------------
@@ -237,6 +255,22 @@ def test_due_attempts_come_earliest_first_up_to_the_limit(engine, races) -> None
         rest = claim_due_attempts(conn, "results", NOW, limit=3)
     assert [r.race_id for r in first] == [races[1], races[3], tie[0]]
     assert [r.race_id for r in rest] == [tie[1]]
+
+
+def test_a_tick_claims_at_most_200_due_attempts_and_the_rest_on_the_next(engine, races) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text(
+            "INSERT INTO races (race_id, meeting_id, race_number, name, start_time, status) "
+            "SELECT 'bulk-' || lpad(g::text, 3, '0'), meeting_id, 100 + g, name, start_time, status "
+            "FROM races, generate_series(1, 201) AS g WHERE race_id = :one"), {"one": races[0]})
+        conn.execute(sa.text(
+            "INSERT INTO race_checkpoints (race_id, checkpoint, scheduled_for, state, attempt, next_attempt_at, run_id) "
+            "SELECT race_id, 'results', :now, 'waiting_final', 1, :now, 'run-' || race_id FROM races "
+            "WHERE race_id LIKE 'bulk-%'"), {"now": NOW})
+        first = claim_due_attempts(conn, "results", NOW)
+        rest = claim_due_attempts(conn, "results", NOW)
+    assert (len(first), first[0].race_id, first[-1].race_id) == (200, "bulk-001", "bulk-200")
+    assert [r.race_id for r in rest] == ["bulk-201"]
 
 
 def test_the_earliest_waiting_attempt_is_named_for_the_skip_message(engine, races) -> None:
@@ -334,6 +368,28 @@ def test_a_row_a_run_finished_is_neither_relaunched_nor_given_up(engine, races, 
         assert record_relaunch(conn, races[0], "results", run_key="k", note="n", now=NOW, run_id="run-1") is False
         assert give_up_checkpoint(conn, races[0], "results", state="failed", note="n", run_id="run-1") is False
     assert (row(engine, races[0]).state, row(engine, races[0]).relaunches) == (ended, 0)
+
+
+@pytest.mark.parametrize("step", ["update", "give_back", "await_next", "relaunch", "give_up"])
+def test_every_step_stamps_the_rows_last_change(engine, races, step) -> None:
+    """`updated_at` is when the row last changed: the audit's answer to "when did this checkpoint end"."""
+    claim(engine, races[0])
+    set_row(engine, races[0], state="running", run_id="run-1", updated_at=NOW - 60 * MINUTE)
+    with engine.begin() as conn:
+        database_now = conn.execute(sa.select(sa.func.now())).scalar()
+        changed = {
+            "update": lambda: update_checkpoint(conn, races[0], "results", note="n"),
+            "give_back": lambda: reschedule_checkpoint(conn, races[0], "results", run_id="run-1",
+                                                       scheduled_for=NOW, note="n"),
+            "await_next": lambda: await_next_attempt(conn, races[0], "results", attempt=1, next_attempt_at=NOW,
+                                                     run_id="run-1"),
+            "relaunch": lambda: record_relaunch(conn, races[0], "results", run_key="k", note="n", now=NOW,
+                                                run_id="run-1"),
+            "give_up": lambda: give_up_checkpoint(conn, races[0], "results", state="failed", note="n",
+                                                  run_id="run-1"),
+        }[step]()
+    assert changed is True
+    assert row(engine, races[0]).updated_at == database_now  # the transaction's time
 
 
 def test_a_row_given_up_ends_with_its_reason(engine, races) -> None:

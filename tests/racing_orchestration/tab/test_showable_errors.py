@@ -105,3 +105,18 @@ def test_showable_keeps_printable_text_and_cuts_on_the_boundary(text: str, expec
     from racing_orchestration.tab.showable import showable
 
     assert showable(text) == expected
+
+
+@pytest.mark.parametrize(("character", "escape"), [
+    ("\x00", "\\x00"),
+    ("\xff", "\\xff"),  # the last two-digit escape
+    ("\u0100", "\\u0100"),  # the first four-digit one
+    ("\u202e", "\\u202e"),
+    ("\uffff", "\\uffff"),  # the last four-digit one
+    ("\U00010000", "\\U00010000"),  # past the Basic Multilingual Plane: eight digits
+    ("\U000e0041", "\\U000e0041"),  # a tag character: `\ue0041` would read as U+E004 and a "1"
+])
+def test_each_character_is_written_as_python_writes_its_escape(character: str, escape: str) -> None:
+    from racing_orchestration.tab.showable import visible_escape
+
+    assert visible_escape(character) == escape == ascii(character)[1:-1]
