@@ -126,6 +126,4 @@ def test_a_refresh_launched_without_config_fetches_today_once() -> None:
 @pytest.mark.unit
 def test_refreshes_alert_on_a_change_of_outcome_not_every_30_minutes() -> None:
     # The alert sensors read this run tag (tests/orchestration_core/audit/test_alerts.py drives them with it).
-    from orchestration_core.run_outcome import ALERT_ON_CHANGE, TAG_ALERTS
-
-    assert card_refresh.tags[TAG_ALERTS] == ALERT_ON_CHANGE
+    assert card_refresh.tags["orchestration/alerts"] == "on_change"
