@@ -117,7 +117,8 @@ def test_doc_sync_upstream_must_be_https(upstream: str) -> None:
 
 def test_doc_sync_host_allowlist(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAINTENANCE_DOC_SYNC_ALLOWED_HOSTS", "GitHub.com, codeberg.org")
-    validate_task(task_data(executor="doc_sync_executor", config=DOCS))
+    accepted = validate_task(task_data(executor="doc_sync_executor", config=DOCS))  # hosts match in any case
+    assert accepted.config["upstream_repo"] == "https://github.com/tiangolo/fastapi.git"
     with pytest.raises(TaskValidationError, match="allowed hosts") as info:
         validate_task(
             task_data(executor="doc_sync_executor", config={**DOCS, "upstream_repo": "https://evil.example/x.git"})
@@ -130,7 +131,8 @@ def test_doc_sync_test_schemes_are_opt_in(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(TaskValidationError):
         validate_task(task_data(executor="doc_sync_executor", config=local))
     monkeypatch.setenv("MAINTENANCE_DOC_SYNC_TEST_SCHEMES", "file")
-    validate_task(task_data(executor="doc_sync_executor", config=local))
+    assert validate_task(task_data(executor="doc_sync_executor", config=local)).config["upstream_repo"] == (
+        "file:///srv/repo.git")
     # Even then, an option stays an option.
     with pytest.raises(TaskValidationError):
         validate_task(task_data(executor="doc_sync_executor", config={**DOCS, "upstream_repo": "--upload-pack=x"}))
@@ -164,7 +166,8 @@ def test_backup_roots_follow_the_setting_and_symlinks(tmp_path, monkeypatch: pyt
     monkeypatch.setenv("MAINTENANCE_BACKUP_SOURCE_ROOTS", f"/nowhere,{sources}")
     monkeypatch.setenv("MAINTENANCE_BACKUP_TARGET_ROOTS", str(backups))
     good = {"sources": [{"path": str(sources / "app"), "name": "app"}], "backup_dir": str(backups / "daily")}
-    validate_task(task_data(executor="config_backup_executor", config=good))
+    accepted = validate_task(task_data(executor="config_backup_executor", config=good)).config
+    assert (accepted["sources"][0]["path"], accepted["backup_dir"]) == (str(sources / "app"), str(backups / "daily"))
     (sources / "escape").symlink_to(outside)
     (backups / "escape").symlink_to(outside)
     with pytest.raises(TaskValidationError) as info:
