@@ -67,10 +67,13 @@ def test_execution_status(status, tags, expected) -> None:
     assert execution_status(status, tags) == expected
 
 
-def test_cursor_round_trip_keeps_microseconds() -> None:
+def test_cursor_is_the_run_id_and_its_creation_in_integer_microseconds() -> None:
+    # Clients hand cursors back (the Link header), across API restarts: the form is fixed, and exact to the microsecond.
     created = dt.datetime(2026, 3, 1, 12, 30, 5, 123457, tzinfo=dt.UTC)
     cursor = encode_cursor("0b7a5e1c-6c0f-4e58-9a57-0d4d8f1c2b3a", created)
-    assert decode_cursor(cursor) == ("0b7a5e1c-6c0f-4e58-9a57-0d4d8f1c2b3a", created)
+    assert cursor == "0b7a5e1c-6c0f-4e58-9a57-0d4d8f1c2b3a:1772368205123457"
+    assert decode_cursor("0b7a5e1c-6c0f-4e58-9a57-0d4d8f1c2b3a:1772368205123457") == (
+        "0b7a5e1c-6c0f-4e58-9a57-0d4d8f1c2b3a", created)
     # Naive timestamps (as Postgres run storage returns them) are UTC.
     assert decode_cursor(encode_cursor("r1", created.replace(tzinfo=None)))[1] == created
 

@@ -16,7 +16,6 @@ from maintenance_jobs import sensors
 from maintenance_jobs.jobs import example_executor_job
 from maintenance_jobs.registry import create_task, get_task, update_task
 from maintenance_jobs.resources import MaintenanceRegistryResource
-from maintenance_jobs.schedule import floor_minute
 from maintenance_jobs.seed import prepare_registry
 from maintenance_jobs.sensors import (
     classify_run_end,
@@ -135,16 +134,17 @@ class FakeClock:
 
 
 @pytest.mark.parametrize(
-    ("seconds_later", "example_minutes"),
+    ("seconds_later", "example_minutes", "cursor"),
     [
-        (30, []),  # the same minute again: nothing new is due
-        (60, ["03:06"]),  # the next minute, and only it
-        (180, ["03:06", "03:07", "03:08"]),  # a late tick catches up on every minute since the cursor
+        (30, [], "2025-06-02T15:05:00+00:00"),  # the same minute again: nothing new is due, the cursor stays
+        (60, ["03:06"], "2025-06-02T15:06:00+00:00"),  # the next minute, and only it
+        # A late tick catches up on every minute since the cursor; the cursor is its own minute, seconds dropped.
+        (180, ["03:06", "03:07", "03:08"], "2025-06-02T15:08:00+00:00"),
     ],
 )
 def test_sensor_definition_evaluates_against_the_registry(
     example_enabled: MaintenanceRegistryResource, pg_instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch,
-    seconds_later: int, example_minutes: list[str],
+    seconds_later: int, example_minutes: list[str], cursor: str,
 ) -> None:
     clock = FakeClock(NOW)
     monkeypatch.setattr(sensors, "utc_now", clock)
@@ -165,7 +165,7 @@ def test_sensor_definition_evaluates_against_the_registry(
     assert [r.run_key for r in again.run_requests] == [
         f"test_example_task:2025-06-03T{minute}+12:00" for minute in example_minutes
     ]
-    assert again.cursor == floor_minute(clock.now).isoformat()
+    assert again.cursor == cursor
     if not example_minutes:
         assert "already evaluated" in again.skip_message
 

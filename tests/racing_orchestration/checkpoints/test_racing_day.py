@@ -100,7 +100,7 @@ def test_a_day_without_races_is_checked_once_it_is_over(now: dt.datetime, reques
 @pytest.mark.unit
 def test_run_key_changes_when_a_later_race_is_added() -> None:
     assert completeness_run_key(DAY, START) == "racing_day:2026-11-29:20261129T0300"
-    assert completeness_run_key(DAY, START) != completeness_run_key(DAY, _at(20))
+    assert completeness_run_key(DAY, _at(20)) == "racing_day:2026-11-29:20261129T0320"  # a later last start: checked again
     assert completeness_run_key(DAY, None) == "racing_day:2026-11-29:no-races"
 
 
@@ -130,16 +130,16 @@ def test_sensor_requests_the_settled_day_with_a_stable_key(race_db: RaceDatabase
         second = racing_day_completeness_sensor(context)
     # Yesterday's request repeats under the same key (Dagster drops it); today's is new.
     assert [(r.partition_key, r.run_key) for r in second.run_requests] == [
-        (yesterday.isoformat(), first.run_requests[0].run_key), (DAY.isoformat(), completeness_run_key(DAY, _at(30)))]
+        ("2026-11-28", first.run_requests[0].run_key), ("2026-11-29", "racing_day:2026-11-29:20261129T0330")]
     with race_db.begin() as conn:
         conn.execute(sa.delete(schema.races).where(schema.races.c.race_id.in_(["r0", "r1", "r2"])))
     with dg.build_sensor_context(resources={"race_db": race_db}) as context:
         third = racing_day_completeness_sensor(context)
     # Yesterday is over (NZ time) and has no races left: checked once, so every day has a check on record.
-    assert [r.run_key for r in third.run_requests] == [completeness_run_key(yesterday, None)]
+    assert [r.run_key for r in third.run_requests] == ["racing_day:2026-11-28:no-races"]
     monkeypatch.setattr(sensors, "sensor_now", lambda: dt.datetime(2026, 11, 29, 11, 30, tzinfo=dt.UTC))
     with race_db.begin() as conn:
         conn.execute(sa.delete(schema.races))
     with dg.build_sensor_context(resources={"race_db": race_db}) as context:
         after_midnight = racing_day_completeness_sensor(context)  # 00:30 NZDT on the 30th: the 29th is over
-    assert [r.run_key for r in after_midnight.run_requests] == [completeness_run_key(DAY, None)]
+    assert [r.run_key for r in after_midnight.run_requests] == ["racing_day:2026-11-29:no-races"]

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from racing_orchestration.cli import main
-from racing_orchestration.cli.verify_checks import EXIT_BAD_INPUT, EXIT_MISMATCH, parse_day
+from racing_orchestration.cli.verify_checks import parse_day
 from racing_orchestration.ingestion.jobs import morning_scrape
 from racing_orchestration.race_data.recorded_checks import CHECK_KEYS, compare
 from racing_orchestration.race_db.store import upsert_event
@@ -56,7 +56,7 @@ def test_bad_input_exits_2_before_reading_anything(monkeypatch, capsys) -> None:
     nowhere = "postgresql+psycopg2://nobody:secret@127.0.0.1:9/none"
     monkeypatch.setenv("DAGSTER_HOME", "/nonexistent")
     monkeypatch.setenv("RACING_DATABASE_URL", nowhere)
-    assert main(["verify-checks", "--day", "2026-13-01", "--json"]) == EXIT_BAD_INPUT
+    assert main(["verify-checks", "--day", "2026-13-01", "--json"]) == 2
     assert capsys.readouterr().err == "racing verify-checks: --day '2026-13-01' is not a date (YYYY-MM-DD)\n"
 
 
@@ -80,12 +80,12 @@ def test_verify_checks_reports_none_then_the_mismatch_of_data_stored_without_rec
             if (meeting.country, meeting.category) == ("NZ", "T"):
                 for race in meeting.races:
                     upsert_event(conn, fetch_event(sim_feed.feed, race.race_id))
-    assert main(["verify-checks", "--day", DAY.isoformat(), "--json"]) == EXIT_MISMATCH
+    assert main(["verify-checks", "--day", DAY.isoformat(), "--json"]) == 1
     assert json.loads(capsys.readouterr().out) == {
         "day": "2026-11-29", "checked": 3,
         "mismatches": [{"check": "race_cards:races_have_runners", "partition": "2026-11-29", "recorded": "failed",
                         "now": "passed"}]}
-    assert main(["verify-checks", "--day", DAY.isoformat()]) == EXIT_MISMATCH
+    assert main(["verify-checks", "--day", DAY.isoformat()]) == 1
     out = capsys.readouterr().out
     assert out.startswith("2026-11-29: 3 recorded checks compared with the stored data\n")
     assert "nothing recorded for the day: racing_day:pre_race_snapshots_complete, racing_day:results_complete" in out
@@ -96,7 +96,7 @@ def test_verify_checks_reports_none_then_the_mismatch_of_data_stored_without_rec
 def test_a_race_database_behind_the_code_exits_2_naming_the_upgrade(fresh_database_url, postgres_dagster_home,
                                                                    monkeypatch, capsys) -> None:
     monkeypatch.setenv("RACING_DATABASE_URL", fresh_database_url)  # never migrated
-    assert main(["verify-checks", "--json"]) == EXIT_BAD_INPUT
+    assert main(["verify-checks", "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.startswith("racing verify-checks: ")
     assert "racing db upgrade" in captured.err

@@ -134,7 +134,12 @@ def test_a_racing_day_exports_the_database_row_for_row(pg_instance, race_db, tmp
     [record] = pg_instance.fetch_materializations(dg.AssetKey("race_day_export"), limit=5).records
     meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}
     assert record.asset_materialization.partition == DAY.isoformat() and meta["races_rows"] == races
-    assert meta["files_written"] == len(EXPORT_TABLES)
+    # One file per table, six in all (docs/race-data-export.md).
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == [
+        "dividends", "dividends/dividends_2026-11-29.parquet", "meetings", "meetings/meetings_2026-11-29.parquet",
+        "odds", "odds/odds_2026-11-29.parquet", "races", "races/races_2026-11-29.parquet",
+        "results", "results/results_2026-11-29.parquet", "runners", "runners/runners_2026-11-29.parquet"]
+    assert meta["files_written"] == 6
 
 
 @pytest.mark.integration
@@ -144,7 +149,7 @@ def test_re_export_rewrites_only_what_changed(pg_instance, race_db, tmp_path) ->
     stamps = {t.name: export_path(tmp_path, t.name, DAY).stat().st_mtime_ns for t in EXPORT_TABLES}
     again = _export(pg_instance, race_db, tmp_path, DAY.isoformat())
     meta = again.asset_materializations_for_node("race_day_export")[0].metadata
-    assert meta["files_written"].value == 0 and meta["files_unchanged"].value == len(EXPORT_TABLES)
+    assert meta["files_written"].value == 0 and meta["files_unchanged"].value == 6
     with race_db.begin() as conn:
         conn.execute(sa.text("UPDATE races SET weather = 'Hail' WHERE race_id = (SELECT min(race_id) FROM races)"))
     changed = _export(pg_instance, race_db, tmp_path, DAY.isoformat())

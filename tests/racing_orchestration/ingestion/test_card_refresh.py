@@ -12,7 +12,6 @@ from racing_orchestration.checkpoints import sensors
 from racing_orchestration.ingestion.card_refresh import (
     CARD_REFRESH_CRON,
     card_refresh,
-    card_refresh_run_config,
     card_refresh_schedule,
     refresh_skip_reason,
 )
@@ -70,7 +69,10 @@ def test_races_added_or_re_timed_after_the_scrape_get_their_checkpoints(pg_insta
         clock.now = MORNING + dt.timedelta(hours=1)
         with dg.build_schedule_context(scheduled_execution_time=clock.now, resources={"race_db": race_db}) as context:
             request = card_refresh_schedule.evaluate_tick(context).run_requests[0]
-        assert request.run_config == card_refresh_run_config(DAY)
+        # 07:00 in Auckland is 18:00 UTC the day before: the refresh is for the NZ date, today only, each fetched once.
+        assert request.run_config == {"ops": {
+            "plan_scrape_combinations": {"config": {"dates": ["2026-11-29"], "days_ahead": 0}},
+            "scrape_combination": {"config": {"max_retries": 0}}}}
         client = TabClient(base_url=server.base_url, retry_backoff_seconds=0.01)
         result = card_refresh.execute_in_process(run_config=request.run_config, instance=pg_instance, tags=request.tags,
                                                  resources={"tab_client": client, "race_db": race_db})
@@ -126,6 +128,4 @@ def test_a_refresh_launched_without_config_fetches_today_once() -> None:
 @pytest.mark.unit
 def test_refreshes_alert_on_a_change_of_outcome_not_every_30_minutes() -> None:
     # The alert sensors read this run tag (tests/orchestration_core/audit/test_alerts.py drives them with it).
-    from orchestration_core.run_outcome import ALERT_ON_CHANGE, TAG_ALERTS
-
-    assert card_refresh.tags[TAG_ALERTS] == ALERT_ON_CHANGE
+    assert card_refresh.tags["orchestration/alerts"] == "on_change"

@@ -10,7 +10,6 @@ import pytest
 
 from racing_orchestration.checkpoints.jobs import build_checkpoint_jobs, checkpoint_run_config
 from racing_orchestration.definitions import defs
-from racing_orchestration.race_data.automation import RECENT_DAYS
 from racing_orchestration.race_data.catalog import MARKET_MOVERS, ODDS_T60, RACE_DAY_EXPORT
 from racing_orchestration.settings import DEFAULT_DATA_REFRESH_SECONDS
 from racing_orchestration.tab.client import TabClient
@@ -90,25 +89,14 @@ def test_snapshots_arriving_bring_the_days_movers_and_export_up_to_date_once_per
 
 
 @pytest.mark.integration
-def test_an_old_day_is_left_to_backfills(pg_instance, race_db) -> None:
-    old = DAY - RECENT_DAYS - dt.timedelta(days=1)
-    clock = Clock(dt.datetime.combine(old, dt.time(), dt.UTC) - dt.timedelta(hours=7))
-    with SimFeedServer(SimFeedConfig(seed=7), now=clock).start() as server:
-        day = Day(pg_instance, race_db, server, clock, old)
-        first = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT)
-        day.snapshot("t60", day.races[0])
-        later = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT,
-                                                  cursor=first.cursor)
-    # The old day's data did arrive (its snapshot is on record as a materialization of that day), and still
-    # nothing is requested: an empty request would also follow from nothing recorded at all.
-    recorded = pg_instance.fetch_materializations(ODDS_T60, limit=10).records
-    assert [r.asset_materialization.partition for r in recorded] == [old.isoformat()]
-    assert _requested(later) == {}
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize("offset_days", [-1, 0, 1])
-def test_yesterday_today_and_tomorrow_are_kept_up_to_date(offset_days, pg_instance, race_db) -> None:
+@pytest.mark.parametrize(("offset_days", "requested"), [
+    (-2, False),  # the day before yesterday: left to backfills
+    (-1, True),  # the three days back from the end of tomorrow (the latest window) are tomorrow, today, yesterday
+    (0, True),
+    (1, True),
+])
+def test_yesterday_today_and_tomorrow_are_kept_up_to_date_and_older_days_left_to_backfills(
+        offset_days, requested, pg_instance, race_db) -> None:
     day_of_data = DAY + dt.timedelta(days=offset_days)
     clock = Clock(dt.datetime.combine(day_of_data, dt.time(), dt.UTC) - dt.timedelta(hours=7))
     with SimFeedServer(SimFeedConfig(seed=7), now=clock).start() as server:
@@ -117,7 +105,12 @@ def test_yesterday_today_and_tomorrow_are_kept_up_to_date(offset_days, pg_instan
         day.snapshot("t60", day.races[0])
         later = dg.evaluate_automation_conditions(defs, pg_instance, evaluation_time=EVALUATED_AT,
                                                   cursor=first.cursor)
-    assert _requested(later) == {"market_movers": {str(day_of_data)}, "race_day_export": {str(day_of_data)}}
+    # The day's data did arrive (its snapshot is on record as a materialization of that day): for an old day, an
+    # empty request would also follow from nothing recorded at all.
+    recorded = pg_instance.fetch_materializations(ODDS_T60, limit=10).records
+    assert [r.asset_materialization.partition for r in recorded] == [day_of_data.isoformat()]
+    both = {"market_movers": {str(day_of_data)}, "race_day_export": {str(day_of_data)}}
+    assert _requested(later) == (both if requested else {})
 
 
 @pytest.mark.integration
