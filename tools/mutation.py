@@ -114,6 +114,22 @@ TARGETS: dict[str, Target] = {
     # Who may claim a row and which rows a tick picks up again: SQL, held to its rules on Postgres.
     "racing_orchestration/race_db/checkpoints.py": Target(
         tests=("tests/racing_orchestration/race_db/test_checkpoint_ledger.py",), postgres=True),
+    # What a since/until range, a filter and the paging cursor select from the history, which skips touch a range,
+    # and how the recorded-through mark moves. Writing a run's summary is the recorder's (test_execution_history.py).
+    "maintenance_jobs/execution_history/store.py": Target(
+        tests=("tests/maintenance_jobs/test_execution_history_ranges.py",),
+        functions=("HistoryFilter.where", "newest_rows", "task_rows", "record_skip", "skips_between",
+                   "recorded_through", "advance_recorded_through"),
+        postgres=True,
+    ),
+    # The run-storage side of the same ranges, and which runs count as not recorded yet (the items' tags and the
+    # storage lookup are not range decisions).
+    "maintenance_jobs/execution_history/run_storage.py": Target(
+        tests=("tests/maintenance_jobs/test_execution_history_ranges.py",),
+        functions=("_naive", "_tagged", "_maintenance_runs", "_not_yet_recorded", "live_rows", "existing_run_ids",
+                   "unrecorded_ended_runs"),
+        postgres=True,
+    ),
 }
 
 

@@ -99,17 +99,17 @@ def _naive(moment: dt.datetime) -> dt.datetime:
     return moment.astimezone(dt.UTC).replace(tzinfo=None)
 
 
-def _tagged(table: sa.FromClause, key: str, value: str, alias: str) -> sa.FromClause:
-    tags = sa.alias(run_tags, alias)
+def _tagged(table: sa.FromClause, key: str, value: str) -> sa.FromClause:
+    tags = sa.alias(run_tags)  # SQLAlchemy names each alias of the table apart
     return table.join(tags, sa.and_(tags.c.run_id == R.run_id, tags.c.key == key, tags.c.value == value))
 
 
 def _maintenance_runs(selection: RunSelection) -> sa.FromClause:
-    table = _tagged(runs_table, TAG_KIND, KIND_MAINTENANCE, "kind_tag")
+    table = _tagged(runs_table, TAG_KIND, KIND_MAINTENANCE)
     if selection.task_name is not None:
-        table = _tagged(table, TAG_TASK, selection.task_name, "task_tag")
+        table = _tagged(table, TAG_TASK, selection.task_name)
     if selection.service is not None:
-        table = _tagged(table, TAG_SERVICE, selection.service, "service_tag")
+        table = _tagged(table, TAG_SERVICE, selection.service)
     return table
 
 
@@ -172,7 +172,7 @@ def unrecorded_ended_runs(storage: RunStorage, recorded_through: dt.datetime | N
                           limit: int) -> list[EndedRun]:
     """Ended maintenance runs last updated at or after the mark (any, without one) whose summary is not marked
     recorded on the run itself, oldest update first: what the backfill pass records."""
-    recorded = sa.alias(run_tags, "recorded_tag")
+    recorded = sa.alias(run_tags)
     table = _maintenance_runs(RunSelection()).outerjoin(
         recorded, sa.and_(recorded.c.run_id == R.run_id, recorded.c.key == TAG_HISTORY_RECORDED))
     query = (sa.select(R.run_id, R.update_timestamp).select_from(table)
