@@ -65,12 +65,9 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 
 def current_revision(database_url: str) -> str | None:
     """The applied revision, or None on an empty database."""
-    from alembic.runtime.migration import MigrationContext
-
     engine = create_engine(database_url, "oneshot")
     try:
         with engine.connect() as connection:
-            context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
-            return context.get_current_revision()
+            return applied_revision(connection)
     finally:
         engine.dispose()
