@@ -17,8 +17,9 @@ DEFAULT_LIMIT = 500
 
 
 def visible_escape(character: str) -> str:
-    """One character written as Python's own escape (as `ascii()` writes it): `\\x1b` below U+0100, `\\u202e` in the
-    Basic Multilingual Plane, `\\U000e0001` past it, so `\\ue0000` cannot read as U+E000 followed by a "0"."""
+    """One character as Python's numeric escape: `\\x1b` below U+0100, `\\u202e` in the Basic Multilingual Plane,
+    `\\U000e0001` past it, so `\\ue0000` cannot read as U+E000 followed by a "0" (`ascii()` writes the same, but
+    `\\n`, `\\t` and `\\r` for those three)."""
     code = ord(character)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
