@@ -270,15 +270,23 @@ def outage_run(outage_stack) -> OutageRun:
     # run was not SUCCESS yet when they were read).
     ledger_runs = sorted({rows[k].run_id for k in [*due, *late] if k in rows and rows[k].run_id})
 
+    not_ended: dict[str, str] = {}  # the last answer's runs not yet ended, named in a timeout's message
+
     def ledger_runs_ended():
         try:
             listed = graphql_runs(stack.dagster_url, {"runIds": ledger_runs}, limit=1000)
         except httpx.HTTPError:
             return None
-        return len(listed) == len(ledger_runs) and all(r["status"] in ENDED for r in listed) or None
+        not_ended.clear()
+        not_ended.update({r["runId"]: f"{r['jobName']} {r['status']}" for r in listed if r["status"] not in ENDED})
+        not_ended.update({run_id: "not listed" for run_id in set(ledger_runs) - {r["runId"] for r in listed}})
+        return not not_ended or None
 
     ending = time.monotonic()
-    wait_for("the ledger's runs to end", ledger_runs_ended, 180, 2)
+    try:
+        wait_for("the ledger's runs to end", ledger_runs_ended, 180, 2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; not ended: {not_ended}") from None
     ended_after = time.monotonic() - ending
     runs = [r for job in ("pre_race_t60", "pre_race_t15", "post_race_t5") for r in runs_of(stack.dagster_url, job)]
     wait_for("/health 200 after the last outage",
