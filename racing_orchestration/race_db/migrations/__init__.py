@@ -1,21 +1,31 @@
-"""Programmatic Alembic migrations for the race database (env.py and versions/ live beside this file)."""
+"""Programmatic Alembic migrations for the race database (env.py and versions/ live beside this file).
+
+Alembic is imported only when a migration runs (`racing db upgrade`, the compose migrate service, `make run`): the
+schema check every racing process makes (code server, run worker or container, sensor) reads the version table with
+plain SQL and compares it with `HEAD_REVISION`, so none of them loads Alembic and Mako (~8 MiB of each such
+process: BENCHMARKS.md "Process start-up"). A test fails when a new migration does not move `HEAD_REVISION`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 
 from orchestration_core.postgres import create_engine
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent
+# The newest migration's revision (versions/): the revision this code expects.
+HEAD_REVISION = "0003"
+# Alembic's default version table (env.py names none).
+VERSION_TABLE = "alembic_version"
 UPGRADE_COMMAND = "racing db upgrade"
 # Serialises concurrent upgrades (e.g. `make run` and a job starting together); any constant unique to this schema.
 _UPGRADE_LOCK_KEY = 0x7261636564625F31  # "raceb_1"
@@ -38,6 +48,8 @@ def normalise_url(url: str) -> str:
 
 def alembic_config(url: str | None = None) -> Config:
     """An Alembic config pointing at the migrations inside this package (no alembic.ini needed)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url:
@@ -48,9 +60,7 @@ def alembic_config(url: str | None = None) -> Config:
 
 def head_revision() -> str:
     """The revision this code expects."""
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None, f"no migrations found in {MIGRATIONS_DIR}"
-    return head
+    return HEAD_REVISION
 
 
 @contextmanager
@@ -70,16 +80,25 @@ def upgrade(url_or_engine: str | sa.Engine, revision: str = "head") -> str | Non
     with _engine(url_or_engine) as engine:
         with engine.begin() as conn:
             conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_UPGRADE_LOCK_KEY)))
+            from alembic import command
+
             config = alembic_config()
             config.attributes["connection"] = conn
             command.upgrade(config, revision)
         return current_revision(engine)
 
 
+def applied_revision(conn: sa.Connection) -> str | None:
+    """The revision the database is at, read with plain SQL; None when no migration has run (no version table)."""
+    if conn.execute(sa.text("SELECT to_regclass(:table)"), {"table": VERSION_TABLE}).scalar() is None:
+        return None
+    return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+
+
 def current_revision(url_or_engine: str | sa.Engine) -> str | None:
     """The revision the database is at, or None for a database never migrated."""
     with _engine(url_or_engine) as engine, engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        return applied_revision(conn)
 
 
 def schema_problem(current: str | None, expected: str) -> str | None:

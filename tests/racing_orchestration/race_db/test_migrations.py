@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -9,6 +12,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from racing_orchestration.race_db.migrations import (
+    HEAD_REVISION,
+    MIGRATIONS_DIR,
     SchemaBehindError,
     alembic_config,
     assert_schema_current,
@@ -83,3 +88,31 @@ def test_schema_behind_after_downgrade_and_at_unknown_revision(fresh_database_ur
             assert_schema_current(engine)
     finally:
         engine.dispose()
+
+
+def test_the_revision_the_code_expects_is_the_newest_migration() -> None:
+    from alembic.script import ScriptDirectory
+
+    # A new migration that leaves HEAD_REVISION behind would let a database one revision short pass as current.
+    assert ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head() == HEAD_REVISION == head_revision()
+
+
+def test_a_database_one_revision_short_is_behind(fresh_database_url: str) -> None:
+    upgrade(fresh_database_url, "0002")
+    assert current_revision(fresh_database_url) == "0002"
+    with pytest.raises(SchemaBehindError, match="at revision 0002, code expects 0003: run `racing db upgrade`"):
+        assert_schema_current(fresh_database_url)
+
+
+def test_a_racing_process_checks_the_schema_without_loading_alembic(fresh_database_url: str) -> None:
+    upgrade(fresh_database_url)
+    # A fresh interpreter, as a code server or run worker starts: the location, then the resource's and the sensors'
+    # schema checks on a current database.
+    probe = ("import sys; import racing_orchestration.definitions; "
+             "from racing_orchestration.race_db.resource import RaceDatabase; "
+             "from racing_orchestration.checkpoints.sensors import sensor_engine; "
+             f"database = RaceDatabase(url={fresh_database_url!r}); database.engine(); sensor_engine(database); "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'alembic', 'mako'}))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
