@@ -471,14 +471,20 @@ def test_the_ui_through_the_published_port_shows_a_run_page_with_its_logs(trigge
         # live log view carry the page's own Host and Origin.
         page = browser.new_page(viewport={"width": 1400, "height": 900},
                                 http_credentials={"username": FRONT_LOGIN[0], "password": FRONT_LOGIN[1]})
-        page.goto(f"{DAGSTER_UI_URL}/runs/{triggered_run_id}", wait_until="networkidle")
-        # Up to 2 minutes: beside the rest of the suite on 2 cores the UI once took more than 1 to show the log lines.
-        try:
-            page.get_by_text("hello from the production test").first.wait_for(timeout=120_000)
-            page.get_by_text("run_example_executor").first.wait_for(timeout=120_000)
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "production-run-page-failed.png"))  # what the page showed instead
-            raise
+        # Up to 2 minutes a load: beside the rest of the suite on 2 cores the UI once took more than 1 to show the log
+        # lines, and once (load ~30) left the run page blank for 2 minutes, its first queries unanswered; an operator
+        # reloads then, and so does this test, once (the artifact shows the first load when it did).
+        for load in (1, 2):
+            page.goto(f"{DAGSTER_UI_URL}/runs/{triggered_run_id}", wait_until="networkidle")
+            try:
+                page.get_by_text("hello from the production test").first.wait_for(timeout=120_000)
+                page.get_by_text("run_example_executor").first.wait_for(timeout=120_000)
+                break
+            except Exception:
+                # What the page showed instead.
+                page.screenshot(path=str(ARTIFACTS / f"production-run-page-failed-load-{load}.png"))
+                if load == 2:
+                    raise
         page.screenshot(path=str(ARTIFACTS / "production-run-page.png"))
         browser.close()
 
