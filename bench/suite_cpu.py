@@ -11,6 +11,11 @@ engine, Chromium and the rest. The 2-core machine gives 2 CPU-seconds per second
 Host processes are read from /proc (utime + stime of each process, last value seen; a process that lives less than
 one sample interval is missed and shows in "unattributed"); containers from the cpuacct cgroup Docker gives each
 (cgroup v1, cgroupfs driver, as dockerd runs here).
+
+`--acct` (root, `accton` from Debian's `acct`) also turns on the kernel's process accounting for the run: every
+process that ends writes its CPU, pid, parent and name, however short it lived. The second table splits what ended by
+command line (the one sampled for that pid and start time, or the parent's for a process no sample saw), which is
+where the "unattributed" share goes: e.g. the run workers a local code server spawns, a location load each.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import argparse
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -47,6 +55,50 @@ HOST_KINDS = (
     ("apt / build", re.compile(r"apt|dpkg|debootstrap|pip ")),
     ("other python", re.compile(r"python")),
 )
+
+
+# struct acct_v3 (linux/acct.h): flag, version, tty, exitcode, uid, gid, pid, ppid, btime, etime (float), utime,
+# stime, mem, io, rw, minflt, majflt, swaps (comp_t each), comm[16]; 64 bytes, native order.
+ACCT_V3 = struct.Struct("=BBH6If8H16s")
+ACCT_HZ = 100  # AHZ: comp_t times count hundredths of a second
+
+
+@dataclass(frozen=True)
+class Ended:
+    """One process accounting record: a process that ended."""
+
+    comm: str
+    pid: int
+    ppid: int
+    started: float  # unix time, whole seconds
+    cpu_seconds: float
+
+
+def comp_t(value: int) -> int:
+    """The kernel's comp_t: a 13-bit mantissa times 8 to the power of the 3 bits above it."""
+    return (value & 0x1FFF) << (3 * (value >> 13))
+
+
+def parse_acct(data: bytes) -> list[Ended]:
+    """The acct_v3 records of a process accounting file; a trailing partial record is left out."""
+    records = []
+    for offset in range(0, len(data) - ACCT_V3.size + 1, ACCT_V3.size):
+        fields = ACCT_V3.unpack_from(data, offset)
+        if fields[1] & 0x0F != 3:
+            raise ValueError(f"not an acct_v3 record at byte {offset}: version {fields[1]}")
+        pid, ppid, btime = fields[6], fields[7], fields[8]
+        utime, stime = comp_t(fields[10]), comp_t(fields[11])
+        comm = fields[18].split(b"\0", 1)[0].decode(errors="replace")
+        records.append(Ended(comm, pid, ppid, float(btime), (utime + stime) / ACCT_HZ))
+    return records
+
+
+def command_key(cmdline: str) -> str:
+    """A command line with what changes from run to run (temporary paths, ports, ids) starred out, so the same command
+    started many times adds up."""
+    cmdline = re.sub(r"(/tmp|/var/tmp|/work)/\S+", "*", cmdline)
+    cmdline = re.sub(r"(?<![0-9a-f])([0-9a-f]{8}-[0-9a-f-]{27}|[0-9a-f]{12,64})(?![0-9a-f])|\b\d{3,}\b", "*", cmdline)
+    return cmdline[:120]
 
 
 def host_kind(cmdline: str) -> str:
@@ -74,6 +126,10 @@ def read(path: Path | str) -> str:
         return ""
 
 
+BOOT_TIME = next((float(line.split()[1]) for line in read("/proc/stat").splitlines() if line.startswith("btime")),
+                 0.0)
+
+
 def busy_seconds() -> tuple[float, float]:
     fields = [int(v) for v in read("/proc/stat").splitlines()[0].split()[1:]]
     idle = fields[3] + fields[4]
@@ -89,7 +145,7 @@ def container_name(container_id: str) -> str:
 
 class Sampler:
     def __init__(self) -> None:
-        self.processes: dict[tuple[int, str], dict] = {}  # (pid, start time) -> kind, cpu seconds
+        self.processes: dict[tuple[int, str], dict] = {}  # (pid, start time) -> kind, command, cpu seconds
         self.containers: dict[str, dict] = {}  # id -> name, cpu seconds
         self.timeline: list[dict] = []
         self.start_busy, self.start_idle = busy_seconds()
@@ -111,11 +167,13 @@ class Sampler:
             seconds = (int(rest[11]) + int(rest[12])) / TICKS
             known = self.processes.get(key)
             if known is None:
+                cmdline = read(f"/proc/{entry.name}/cmdline").replace("\0", " ").strip()
+                command = cmdline or stat.split("(", 1)[-1].split(")")[0]
+                started = BOOT_TIME + int(rest[19]) / TICKS
                 if "/docker/" in read(f"/proc/{entry.name}/cgroup"):
-                    known = {"kind": None}  # counted through its container's cgroup
+                    known = {"kind": None, "command": "container", "started": started}  # its container's cgroup
                 else:
-                    cmdline = read(f"/proc/{entry.name}/cmdline").replace("\0", " ").strip()
-                    known = {"kind": host_kind(cmdline or stat.split("(", 1)[-1].split(")")[0])}
+                    known = {"kind": host_kind(command), "command": command, "started": started}
                 self.processes[key] = known
             known["cpu"] = seconds
         for docker_cgroup in (found for pattern in DOCKER_CGROUPS for found in CPUACCT.glob(pattern)):
@@ -128,6 +186,40 @@ class Sampler:
         busy, idle = busy_seconds()
         self.timeline.append({"t": round(time.monotonic() - self.started, 1), "busy": round(busy - self.start_busy, 1),
                               "idle": round(idle - self.start_idle, 1), "load": os.getloadavg()[0]})
+
+    def command_of(self, pid: int, started: float) -> str | None:
+        """The command line sampled for `pid` started at `started` (acct's whole seconds), if a sample saw it."""
+        for (known_pid, _), known in self.processes.items():
+            if known_pid == pid and abs(known.get("started", 0.0) - started) <= 2:
+                return known["command"]
+        return None
+
+    def parent_of(self, record: Ended) -> str | None:
+        """The command line sampled for the record's parent: the last process of that pid started before it."""
+        found = [(known["started"], known["command"]) for (pid, _), known in self.processes.items()
+                 if pid == record.ppid and known.get("started", 0.0) <= record.started + 2]
+        return max(found)[1] if found else None
+
+    def ended_by_command(self, records: list[Ended], top: int = 25) -> list[dict]:
+        """CPU of the processes that ended, by command line: the sampled one, else `<name> under <parent's>`;
+        processes in containers (their cgroups count them) apart."""
+        totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+        for record in records:
+            command = self.command_of(record.pid, record.started)
+            if command is None:
+                parent = self.parent_of(record)
+                if parent == "container" or (parent or "").startswith("/usr/bin/containerd-shim"):
+                    command = "container"
+                else:
+                    command = f"[{record.comm}] under {command_key(parent) if parent else 'an unseen parent'}"
+            if command == "container":
+                continue
+            total = totals[command_key(command)]
+            total[0] += record.cpu_seconds
+            total[1] += 1
+        ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+        return [{"command": command, "cpu_seconds": round(cpu, 1), "processes": count}
+                for command, (cpu, count) in ranked]
 
     def report(self) -> dict:
         busy, idle = busy_seconds()
@@ -151,15 +243,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--every", type=float, default=2.0, help="seconds between samples")
     parser.add_argument("--out", type=Path, default=Path("test-artifacts/suite-cpu.json"))
+    parser.add_argument("--acct", action="store_true",
+                        help="also split the CPU of processes that ended by command (process accounting; root)")
     parser.add_argument("command", nargs="+", help="the command to run and sample (after --)")
     args = parser.parse_args(argv)
     sampler = Sampler()
-    child = subprocess.Popen(args.command)
-    while child.poll() is None:
+    acct_file = Path(tempfile.mkstemp(prefix="suite-acct-")[1]) if args.acct else None
+    if acct_file:
+        subprocess.run(["accton", str(acct_file)], check=True, capture_output=True)
+    try:
+        child = subprocess.Popen(args.command)
+        while child.poll() is None:
+            sampler.sample()
+            time.sleep(args.every)
         sampler.sample()
-        time.sleep(args.every)
-    sampler.sample()
+    finally:
+        if acct_file:
+            subprocess.run(["accton", "off"], check=False, capture_output=True)
     report = sampler.report()
+    if acct_file:
+        report["ended_by_command"] = sampler.ended_by_command(parse_acct(acct_file.read_bytes()))
+        acct_file.unlink()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"\nexit {child.returncode}; wall {report['wall_seconds']} s; CPU busy {report['busy_cpu_seconds']} s "
@@ -168,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| kind | CPU s | share |\n|---|---|---|")
     for kind, seconds in report["per_kind"].items():
         print(f"| {kind} | {seconds:.0f} | {seconds / max(report['busy_cpu_seconds'], 1):.0%} |")
+    if "ended_by_command" in report:
+        print("\nprocesses that ended during the run, by command (process accounting; containers apart)")
+        print("| command | processes | CPU s |\n|---|---|---|")
+        for row in report["ended_by_command"]:
+            print(f"| `{row['command']}` | {row['processes']} | {row['cpu_seconds']:.0f} |")
     return child.returncode
 
 
