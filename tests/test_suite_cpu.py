@@ -61,15 +61,20 @@ def test_a_file_of_another_format_is_refused() -> None:
 @pytest.mark.parametrize(
     ("cmdline", "key"),
     [
-        ("dagster api grpc --socket /tmp/tmpab12/sock --port 40123", "dagster api grpc --socket * --port *"),
+        ("dagster api grpc --socket /scratch/tmpab12/sock --port 40123", "dagster api grpc --socket * --port *"),
         ("postgres: postgres dagster_7a7af6df5a4e [local] idle", "postgres: postgres dagster_* [local] idle"),
-        ("/work/ci-clone/.venv/bin/python -c x", "* -c x"),
+        ("/srv/checkout/.venv/bin/python -c x", "* -c x"),
+        ("/srv/checkout-2/bin/python", "/srv/checkout-2/bin/python"),  # another folder that only starts the same
         ("git log -1", "git log -1"),  # nothing that changes from run to run: kept whole
         ("runner 12 45", "runner 12 45"),  # two-digit numbers are kept: only ports, pids and ids vary
     ],
 )
 def test_a_command_key_stars_out_what_changes_between_runs(cmdline: str, key: str) -> None:
-    assert suite_cpu.command_key(cmdline) == key
+    assert suite_cpu.command_key(cmdline, roots=("/scratch", "/srv/checkout/")) == key
+
+
+def test_the_varying_folders_are_the_temporary_ones_and_this_checkout() -> None:
+    assert str(REPO_ROOT) in suite_cpu.VARYING_ROOTS and "/var/tmp" in suite_cpu.VARYING_ROOTS
 
 
 def test_what_ended_is_split_by_the_sampled_command_else_by_its_parent() -> None:
@@ -79,6 +84,7 @@ def test_what_ended_is_split_by_the_sampled_command_else_by_its_parent() -> None
         (200, "2"): {"kind": None, "command": "container", "started": 1000.0},
         (300, "3"): {"kind": "other", "command": "/usr/bin/containerd-shim-runc-v2 -id x", "started": 990.0},
         (101, "4"): {"kind": "other python", "command": "python worker", "started": 1500.0},
+        (400, "5"): {"kind": "other", "command": "runc init", "started": 1050.0},  # became a container's process
     }
     ended = [
         suite_cpu.Ended("python", 100, 1, 1000.0, 40.0),  # the code server itself
@@ -87,6 +93,7 @@ def test_what_ended_is_split_by_the_sampled_command_else_by_its_parent() -> None
         suite_cpu.Ended("postgres", 103, 999, 1030.0, 0.5),  # a parent never seen
         suite_cpu.Ended("pg_isready", 201, 200, 1040.0, 9.0),  # in a container: its cgroup counts it
         suite_cpu.Ended("healthcheck", 301, 300, 1040.0, 7.0),  # started by the shim, in the container
+        suite_cpu.Ended("dagster", 400, 300, 1050.0, 11.0),
     ]
     assert sampler.ended_by_command(ended) == [
         {"command": "python -m dagster api grpc", "cpu_seconds": 40.0, "processes": 1},
