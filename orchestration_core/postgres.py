@@ -74,6 +74,14 @@ def create_engine(url: str, use: str) -> sa.Engine:
     )
 
 
+def alembic_revision(conn: sa.Connection, version_table: str) -> str | None:
+    """The revision an Alembic-managed schema is at, read from its version table with plain SQL (no Alembic loaded);
+    None when no migration has run (no table) or all were undone (an empty one)."""
+    if conn.execute(sa.text("SELECT to_regclass(:table)"), {"table": version_table}).scalar() is None:
+        return None
+    return conn.execute(sa.text(f"SELECT version_num FROM {version_table}")).scalar()
+
+
 def vacuum_tables(connect, tables: Sequence[str]) -> bool:
     """VACUUM (ANALYZE) `tables` on a connection from `connect()` (a storage's public connection method), in
     autocommit: VACUUM cannot run inside a transaction. False (nothing done) when the database is not Postgres."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from orchestration_core.postgres import create_engine
+from orchestration_core.postgres import alembic_revision, create_engine
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -30,10 +30,8 @@ HEAD_REVISION = "0002"
 
 
 def applied_revision(connection: sa.Connection) -> str | None:
-    """The revision the registry is at, read with plain SQL; None when no migration has run (no version table)."""
-    if connection.execute(sa.text("SELECT to_regclass(:table)"), {"table": VERSION_TABLE}).scalar() is None:
-        return None
-    return connection.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+    """The revision the registry is at; None when no migration has run."""
+    return alembic_revision(connection, VERSION_TABLE)
 
 
 def alembic_config(connection: sa.Connection) -> Config:

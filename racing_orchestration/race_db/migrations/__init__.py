@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from orchestration_core.postgres import create_engine
+from orchestration_core.postgres import alembic_revision, create_engine
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -88,17 +88,10 @@ def upgrade(url_or_engine: str | sa.Engine, revision: str = "head") -> str | Non
         return current_revision(engine)
 
 
-def applied_revision(conn: sa.Connection) -> str | None:
-    """The revision the database is at, read with plain SQL; None when no migration has run (no version table)."""
-    if conn.execute(sa.text("SELECT to_regclass(:table)"), {"table": VERSION_TABLE}).scalar() is None:
-        return None
-    return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
-
-
 def current_revision(url_or_engine: str | sa.Engine) -> str | None:
     """The revision the database is at, or None for a database never migrated."""
     with _engine(url_or_engine) as engine, engine.connect() as conn:
-        return applied_revision(conn)
+        return alembic_revision(conn, VERSION_TABLE)
 
 
 def schema_problem(current: str | None, expected: str) -> str | None:
