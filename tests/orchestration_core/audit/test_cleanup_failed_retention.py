@@ -139,6 +139,7 @@ def _dead_tuples_down_to(instance: dg.DagsterInstance, engine: sa.Engine, baseli
         after = _dead_tuples(instance, engine)
         if all(after[table] <= baseline[table] for table in ("event_logs", "runs")) or time.monotonic() > deadline:
             return after
+        time.sleep(0.2)
 
 
 def test_vacuum_after_the_cleanup_removes_the_dead_rows(pg_instance: dg.DagsterInstance, no_autovacuum: sa.Engine) -> None:
