@@ -23,6 +23,25 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
+# A container starting on this host adds a network interface, and Chromium then aborts the loads in flight with this
+# error (seen while a compose deployment started beside the live stack's browser test). The page is loaded again, as a
+# person would reload it; any other error fails at once.
+NETWORK_CHANGED = "net::ERR_NETWORK_CHANGED"
+GOTO_ATTEMPTS = 3
+
+
+def goto(page, url: str, attempts: int = GOTO_ATTEMPTS):
+    """`page.goto(url)` until the network stays idle, loaded again when the host's network changed under it."""
+    from playwright.sync_api import Error
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return page.goto(url, wait_until="networkidle")
+        except Error as error:
+            if NETWORK_CHANGED not in str(error) or attempt == attempts:
+                raise
+
+
 def dismiss_onboarding(dagster_url: str) -> None:
     """A fresh Dagster instance opens a "Join the Dagster community" modal (on 127.0.0.1 and localhost) some time after
     the first page loads, over whatever the test clicks next: waiting 15 s for it to skip it was not enough on a loaded

@@ -23,7 +23,7 @@ from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
 
 from local_stack.stack import LocalStack, StackOptions, free_port, wait_for_http
 from tests.conftest import REPO_ROOT
-from tests.browser import dismiss_onboarding, launch, needs_chromium
+from tests.browser import dismiss_onboarding, goto, launch, needs_chromium
 from tests.e2e.live_stack import (
     README_COMMAND_SECTIONS,
     graphql_runs,
@@ -232,7 +232,7 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{stack.dagster_url}/runs/{scrape_run_id}", wait_until="networkidle")
+        goto(page, f"{stack.dagster_url}/runs/{scrape_run_id}")
         # The run's step metadata (the morning scrape's summary) and its outcome tags.
         page.get_by_text("summarize_scrape").first.wait_for(timeout=60_000)
         page.get_by_text("combinations_table").first.wait_for(timeout=60_000)
@@ -241,14 +241,14 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
         page.screenshot(path=str(ARTIFACTS / "dagster-morning-scrape-run.png"))
         page.keyboard.press("Escape")
 
-        page.goto(f"{stack.dagster_url}/jobs", wait_until="networkidle")
+        goto(page, f"{stack.dagster_url}/jobs")
         for name in ("morning_scrape", "pre_race_t60", "pre_race_t15", "post_race_t5", "cleanup_job_runs",
                      "example_executor", "doc_sync_executor", "config_backup_executor"):
             page.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
         page.wait_for_load_state("networkidle")
         page.screenshot(path=str(ARTIFACTS / "dagster-jobs.png"), full_page=True)
 
-        page.goto(f"{stack.dagster_url}/automation", wait_until="networkidle")
+        goto(page, f"{stack.dagster_url}/automation")
         for name in ("morning_scrape_schedule", "cleanup_job_runs_schedule", "pre_race_t15_sensor",
                      "post_race_t5_sensor", "maintenance_dispatcher"):
             page.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
@@ -257,26 +257,25 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
 
         # Each definition's page shows the description written in the code.
         for location, kind, name, description in DESCRIBED:
-            page.goto(f"{stack.dagster_url}/locations/__repository__@{location}/{kind}/{name}",
-                      wait_until="networkidle")
+            goto(page, f"{stack.dagster_url}/locations/__repository__@{location}/{kind}/{name}")
             page.get_by_text(description).first.wait_for(timeout=60_000)
 
         # The newcomer's view after the walk-through's scrape: the racing asset group shows race_cards materialized
         # with its checks evaluated, and its page shows the day the scrape stored as the latest partition.
         [day] = {m["partition"] for m in _materializations(stack, "race_cards") if m["runId"] == scrape_run_id}
-        page.goto(f"{stack.dagster_url}/locations/racing_orchestration/asset-groups/racing", wait_until="networkidle")
+        goto(page, f"{stack.dagster_url}/locations/racing_orchestration/asset-groups/racing")
         node = page.locator("div", has=page.get_by_text("race_cards", exact=True)).filter(
             has_text="Asset checks").last
         node.get_by_text(re.compile(r"\d+ / 3 Passed")).wait_for(timeout=60_000)
         assert "Latest event" in node.inner_text() and re.search(r"\bago\b", node.inner_text()), node.inner_text()
         page.screenshot(path=str(ARTIFACTS / "dagster-racing-asset-group.png"))
-        page.goto(f"{stack.dagster_url}/assets/race_cards", wait_until="networkidle")
+        goto(page, f"{stack.dagster_url}/assets/race_cards")
         page.get_by_text("Latest materialization").first.wait_for(timeout=60_000)
         page.get_by_text(day, exact=True).first.wait_for(timeout=60_000)
         page.get_by_text("Latest check results").first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "dagster-race-cards.png"))
 
-        page.goto(f"{stack.api_url}/docs", wait_until="networkidle")
+        goto(page, f"{stack.api_url}/docs")
         page.get_by_text("/tasks", exact=False).first.wait_for(timeout=60_000)
         page.screenshot(path=str(ARTIFACTS / "control-api-docs.png"), full_page=True)
         browser.close()

@@ -28,7 +28,7 @@ import pytest
 
 from bench import compose_footprint as footprint
 from bench import image_sizes
-from tests.browser import dismiss_onboarding, launch, needs_chromium
+from tests.browser import dismiss_onboarding, goto, launch, needs_chromium
 from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import (API_URL, DAGSTER_UI_URL, DAGSTER_URL, FRONT_LOGIN, LONG_RUNNING,
                                             NAMED_VOLUMES, PROJECT, REPO_ROOT, ComposeStack, join_background)
@@ -475,7 +475,7 @@ def test_the_ui_through_the_published_port_shows_a_run_page_with_its_logs(trigge
         # lines, and once (load ~30) left the run page blank for 2 minutes, its first queries unanswered; an operator
         # reloads then, and so does this test, once (the artifact shows the first load when it did).
         for load in (1, 2):
-            page.goto(f"{DAGSTER_UI_URL}/runs/{triggered_run_id}", wait_until="networkidle")
+            goto(page, f"{DAGSTER_UI_URL}/runs/{triggered_run_id}")
             try:
                 page.get_by_text("hello from the production test").first.wait_for(timeout=120_000)
                 page.get_by_text("run_example_executor").first.wait_for(timeout=120_000)
