@@ -90,7 +90,13 @@ def write_private_file(path: Path, text: str) -> None:
 
 # `dagster dev` starts each location's code server through `dagster code-server start`, whose server reads its heartbeat
 # TTL from this variable (orchestration_core/settings.py says why it is long).
-DAGSTER_DEV_ENV = {"DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS": str(CODE_SERVER_HEARTBEAT_TTL_SECONDS)}
+# The storage's variable (orchestration_core/pooled_storage.py, named here so this supervisor does not import Dagster):
+# every process of `dagster dev` keeps one connection per storage. They share one environment, so its run workers keep
+# theirs too, for as long as they run. Opened per call, the idle stack's daemon made ~18 new Postgres backends a
+# second, 42% of the idle stack's CPU (BENCHMARKS.md "Daemon storage").
+STORAGE_KEEP_CONNECTIONS_VARIABLE = "DAGSTER_STORAGE_KEEP_CONNECTIONS"
+DAGSTER_DEV_ENV = {"DAGSTER_GRPC_PROXY_HEARTBEAT_TTL_SECONDS": str(CODE_SERVER_HEARTBEAT_TTL_SECONDS),
+                   STORAGE_KEEP_CONNECTIONS_VARIABLE: "1"}
 
 # What `dagster dev` prints at start that says nothing to a user of this stack, kept off its console:
 # - its own notice that `dg dev` supersedes it (a SupersessionWarning; the message only, never all warnings);

@@ -11,10 +11,11 @@ A process that sets KEEP_CONNECTIONS_VARIABLE to 1 (docker-compose.yml and the K
 alone) configures each of its three storages as Dagster configures the webserver's: the storages' public
 `optimize_for_webserver`, one connection kept per storage and up to POOL_MAX_OVERFLOW more in a burst of the daemon's
 threads, closed after use. A kept connection is checked before each use (SQLAlchemy's pool `checkout` event, its
-documented pessimistic disconnect handling), so a Postgres restart costs a reconnect, not a failed call. The local
-stack's instance (dagster.yaml) names dagster-postgres' own storage, so none of its processes keeps connections. Run
+documented pessimistic disconnect handling), so a Postgres restart costs a reconnect, not a failed call. Run
 containers never get the variable (deploy/dagster.yaml passes named variables only), so 25 concurrent runs hold no
-idle connections.
+idle connections. The local stack's instance (dagster.yaml) names this storage too, and `make run` sets the variable
+for `dagster dev`, whose processes share one environment: its daemon, webserver and code servers keep connections, and
+so does each local run worker while it runs (a few, closed when it exits).
 
 A kept connection is closed when its storage is garbage-collected: Dagster's `DagsterInstance.dispose()` does not reach
 a storage's engine (the webserver's connections live as long as its process, too). `close_kept_connections` closes them

@@ -238,8 +238,8 @@ def dagster_database_url(postgres_server_url: str) -> Iterator[str]:
 # The tests' Dagster instances keep their storage connections as the compose daemon does (orchestration_core/
 # pooled_storage.py): a test makes hundreds of storage calls, and dagster-postgres' NullPool opens a Postgres backend
 # for each. On the racing tests of the fast tier (3 workers) that was 115 CPU-s of Postgres instead of 64 and 180 s
-# instead of 148 (BENCHMARKS.md "Test suite"). The variable reaches the commands tests start too; their instances
-# (dagster.yaml: dagster-postgres' own storage) do not read it.
+# instead of 148 (BENCHMARKS.md "Test suite"). The variable reaches the commands tests start too, whose instances
+# (dagster.yaml) read it as well.
 os.environ.setdefault(KEEP_CONNECTIONS_VARIABLE, "1")
 
 

@@ -14,11 +14,13 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
 
 from local_stack.stack import LocalStack, StackOptions, free_port, wait_for_http
@@ -116,6 +118,33 @@ def test_list_runs_filtered_by_tag(stack, scrape_run_id) -> None:
     runs = graphql_runs(stack.dagster_url, {"tags": [{"key": "racing/outcome", "value": "success"}]})
     assert scrape_run_id in {r["runId"] for r in runs}
     assert graphql_runs(stack.dagster_url, {"tags": [{"key": "racing/outcome", "value": "no-such-outcome"}]}) == []
+
+
+# New Postgres sessions a second on the stack's Dagster database, at most, while its daemon's loops, sensors and runs
+# go on. With a connection opened per storage call there were ~30 (the daemon's loops alone ~18 on an idle stack:
+# BENCHMARKS.md "Daemon storage"); kept, ~8 remain: each new Dagster instance (a run worker, a sensor evaluation in a
+# code server) opens 6-9 at start (its tables checked, its kept connections).
+KEPT_CONNECTIONS_MAX_SESSIONS_PER_SECOND = 15.0
+KEPT_CONNECTIONS_WINDOW_SECONDS = 30
+
+
+def test_the_stacks_dagster_processes_keep_their_storage_connections(stack, scrape_run_id) -> None:
+    url = stack.env["DAGSTER_POSTGRES_URL"]
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+
+    def sessions() -> int:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT sessions FROM pg_stat_database WHERE datname = current_database()"))
+                       .scalar_one())
+
+    try:
+        before, started = sessions(), time.monotonic()
+        time.sleep(KEPT_CONNECTIONS_WINDOW_SECONDS)
+        opened = sessions() - before - 1  # less the reading's own
+        elapsed = time.monotonic() - started
+    finally:
+        engine.dispose()
+    assert opened / elapsed <= KEPT_CONNECTIONS_MAX_SESSIONS_PER_SECOND, f"{opened} new sessions in {elapsed:.0f} s"
 
 
 def test_sensor_launches_a_pre_race_t15_run_on_its_own(stack, scrape_run_id) -> None:
