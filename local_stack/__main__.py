@@ -35,10 +35,10 @@ def shown_path(path: Path, cwd: Path) -> str:
     return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    # Arguments go to the simulated feed, e.g. `make run SIM_ARGS="--dense-every 1 --dense-lead 16"`.
-    sim_args = list(sys.argv[1:] if argv is None else argv)
-    stack = LocalStack(StackOptions(sim_args=sim_args))
+def supervise(options: StackOptions) -> int:
+    """Start the stack, print the banner, and keep it up until Ctrl-C (SIGINT), SIGTERM or one of its processes exits;
+    then stop everything. The exit status is 0 for each of those ends."""
+    stack = LocalStack(options)
 
     def _interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stack.stop()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Arguments go to the simulated feed, e.g. `make run SIM_ARGS="--dense-every 1 --dense-lead 16"`.
+    return supervise(StackOptions(sim_args=list(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
+import shlex
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import httpx
+
+from local_stack.stack import LocalStack, StackOptions
 
 T = TypeVar("T")
 
@@ -34,6 +42,70 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float, interval:
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+# `make run`'s supervisor (local_stack/__main__.py) with the test's options: the stack's children and the supervisor
+# write to one console, as in a terminal, and SIGINT to its process group stops it as Ctrl-C does.
+SUPERVISOR = """
+import json, sys
+from pathlib import Path
+from local_stack.__main__ import supervise
+from local_stack.stack import StackOptions
+options = json.loads(sys.argv[1])
+sys.exit(supervise(StackOptions(**{**options, "data_dir": Path(options["data_dir"])})))
+"""
+# What a fresh terminal lacks and the suite's environment may carry: each would hide chatter `make run` must keep off.
+NOT_IN_A_FRESH_TERMINAL = ("XDG_RUNTIME_DIR", "PYTHONWARNINGS")
+STARTED = "Local stack is up"
+
+
+class SupervisedStack:
+    """The stack as `make run` runs it, in a process of its own whose console is `console` (a file): the URLs and
+    `env_file` of LocalStack for the same options, and `env` (this process's environment and the env file's
+    variables, as after `source .local/env`) once started."""
+
+    def __init__(self, options: StackOptions, console: Path) -> None:
+        self.options, self.console = options, console
+        self.process: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}
+        self.returncode: int | None = None
+        addresses = LocalStack(options)
+        self.dagster_url, self.api_url, self.env_file = addresses.dagster_url, addresses.api_url, addresses.env_file
+
+    def start(self, timeout: float = 600) -> None:
+        options = {**dataclasses.asdict(self.options), "data_dir": str(self.options.data_dir)}
+        env = {name: value for name, value in os.environ.items() if name not in NOT_IN_A_FRESH_TERMINAL}
+        with self.console.open("w") as out:
+            self.process = subprocess.Popen([sys.executable, "-c", SUPERVISOR, json.dumps(options)], env=env,
+                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for("the stack's banner", lambda: STARTED in self.text() or self.process.poll() is not None, timeout)
+        assert STARTED in self.text(), self.text()[-3000:]
+        self.env = {**os.environ, **env_file_variables(self.env_file.read_text())}
+
+    def text(self) -> str:
+        return self.console.read_text(errors="replace")
+
+    def stop(self, grace: float = 180) -> int | None:
+        """Ctrl-C: SIGINT to the supervisor's process group, then SIGKILL after `grace` s; its exit status."""
+        if self.process is not None and self.returncode is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+            try:
+                self.returncode = self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+        return self.returncode
+
+
+def env_file_variables(text: str) -> dict[str, str]:
+    """The variables of `export NAME=value` lines (local_stack.stack.env_file_text), read back as a shell would."""
+    variables = {}
+    for line in text.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:1] == ["export"] and len(words) == 2:
+            name, value = words[1].split("=", 1)
+            variables[name] = value
+    return variables
 
 
 def graphql_runs(dagster_url: str, run_filter: dict, limit: int = 50) -> list[dict]:

@@ -1,7 +1,8 @@
 """End to end as a user sees it: the `make run` stack, driven through GraphQL, the REST API and a real browser.
 
-One stack for the module (it takes a minute to start on 2 cores); the last test stops it and proves that no
-process is left behind.
+One stack for the module, run by `make run`'s own supervisor with its own embedded Postgres (it takes a minute to start
+on 2 cores); the last tests stop it as Ctrl-C does, prove that no process is left behind and read the whole session's
+console.
 """
 
 import datetime as dt
@@ -23,11 +24,12 @@ import pytest
 import sqlalchemy as sa
 from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
 
-from local_stack.stack import LocalStack, StackOptions, free_port, wait_for_http
+from local_stack.stack import StackOptions, free_port, wait_for_http
 from tests.conftest import REPO_ROOT
 from tests.browser import dismiss_onboarding, goto, launch, needs_chromium
 from tests.e2e.live_stack import (
     README_COMMAND_SECTIONS,
+    SupervisedStack,
     graphql_runs,
     processes_mentioning,
     readme_section,
@@ -60,21 +62,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.api, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def stack(postgres_server_url: str):
+def stack(tmp_path_factory: pytest.TempPathFactory):
+    """`make run`'s supervisor with its own embedded Postgres, on free ports and a folder of its own."""
     data_dir = Path(tempfile.mkdtemp(prefix="live-stack-"))
     options = StackOptions(
         data_dir=data_dir, dagster_port=free_port(), sim_port=free_port(), api_port=free_port(),
-        sim_args=DENSE_SIM_ARGS, postgres_url=postgres_server_url, api_key=API_KEY,
+        sim_args=DENSE_SIM_ARGS, api_key=API_KEY,
         # The automation sensor's interval, shortened from 5 minutes so the derived data follows within the test.
         extra_env={"RACING_DATA_REFRESH_SECONDS": "30"},
     )
-    live = LocalStack(options)
+    live = SupervisedStack(options, tmp_path_factory.mktemp("live-stack-console") / "console.txt")
     try:
         live.start()
         yield live
     finally:
         live.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)  # its Dagster home and exports: one left in /tmp per run before
+        shutil.rmtree(data_dir, ignore_errors=True)  # its Dagster home, Postgres data and exports
 
 
 @pytest.fixture(scope="module")
@@ -350,11 +353,33 @@ def test_readme_command_blocks_run_as_written_after_source_local_env(stack, dev_
                                                                                         done.stderr[-3000:])
 
 
-def test_stop_leaves_no_process_behind(stack) -> None:
+def test_ctrl_c_stops_the_stack_and_leaves_no_process_behind(stack) -> None:
     marker = stack.env["DAGSTER_HOME"]
     assert processes_mentioning(marker), "the stack's processes should be visible before stopping"
-    stack.stop()
+    assert stack.stop() == 0, stack.text()[-3000:]
     try:
         wait_for("every stack process to exit", lambda: not processes_mentioning(marker), 30, interval=1)
     except AssertionError:
         pytest.fail(f"processes left behind: {processes_mentioning(marker)}")
+
+
+# Each was on the console of a fresh `make run` before it was kept off (local_stack/stack.py says how).
+CHATTER = [
+    "XDG_RUNTIME_DIR",  # platformdirs, when the embedded Postgres' package loads
+    "SupersessionWarning",  # `dagster dev` announcing `dg dev`
+    "BetaWarning",
+    "Found a dagster instance configuration value",  # dagster dev started beside the repository's dagster.yaml
+    "Launching Dagster services",  # dagster dev's INFO lines
+    "Checking for new runs for sensor",  # the daemon's INFO line per sensor evaluation
+    "alembic.runtime.plugins",  # the API reading the registry's revision
+    "httpx: HTTP Request",  # the API's GraphQL requests
+]
+
+
+def test_the_console_showed_the_stacks_messages_not_dagsters_chatter(stack) -> None:
+    """The whole session's console, from start to Ctrl-C: the banner, the feed, the stop; none of the chatter."""
+    text = stack.text()
+    assert "Local stack is up" in text and "simulated TAB feed at" in text, text[-3000:]
+    assert "Stopping the local stack..." in text, text[-3000:]
+    shown = {marker: line for marker in CHATTER for line in text.splitlines() if marker in line}
+    assert shown == {}, text[-3000:]
