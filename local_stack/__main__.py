@@ -43,6 +43,9 @@ def supervise(options: StackOptions) -> int:
     def _interrupt(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt
 
+    # SIGINT too: Python installs its Ctrl-C handler only where SIGINT arrives at its default, and a shell starts a
+    # background job (`make run &` in a script, a CI step) with SIGINT ignored: the stack then ignored its SIGINT.
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         stack.start()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -86,14 +87,19 @@ class SupervisedStack:
         return self.console.read_text(errors="replace")
 
     def stop(self, grace: float = 180) -> int | None:
-        """Ctrl-C: SIGINT to the supervisor's process group, then SIGKILL after `grace` s; its exit status."""
+        """Ctrl-C: SIGINT to the supervisor's process group; its exit status. A supervisor still running after `grace`
+        s is killed with every process of the stack (each child leads a session of its own), and the status is
+        the kill's."""
         if self.process is not None and self.returncode is None:
             os.killpg(self.process.pid, signal.SIGINT)
             try:
                 self.returncode = self.process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=30)
+                self.returncode = self.process.wait(timeout=30)
+                for pid in pids_mentioning(self.options.data_dir.as_posix()):
+                    with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                        os.kill(pid, signal.SIGKILL)
         return self.returncode
 
 
@@ -124,7 +130,15 @@ def tags_of(run: dict) -> dict[str, str]:
 
 def processes_mentioning(marker: str) -> list[str]:
     """Command lines of live processes whose environment or command line contains `marker` (e.g. DAGSTER_HOME)."""
-    found = []
+    return list(_processes_mentioning(marker).values())
+
+
+def pids_mentioning(marker: str) -> list[int]:
+    return list(_processes_mentioning(marker))
+
+
+def _processes_mentioning(marker: str) -> dict[int, str]:
+    found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
@@ -137,7 +151,7 @@ def processes_mentioning(marker: str) -> list[str]:
         if "zombie" in state:
             continue
         if marker.encode() in environ or marker.encode() in cmdline:
-            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace"))
+            found[int(proc.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")
     return found
 
 
