@@ -15,7 +15,6 @@ seconds (the sensors' first evaluations, the code servers' start), then for `--s
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -26,16 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import sqlalchemy as sa  # noqa: E402
 
+from bench.storage_pool import host_busy_seconds  # noqa: E402
 from local_stack.stack import LocalStack, StackOptions, free_port  # noqa: E402
 from orchestration_core.pooled_storage import KEEP_CONNECTIONS_VARIABLE  # noqa: E402
 
 MODES = {"per call (0)": "0", "kept (1)": "1"}
-
-
-def host_busy_seconds() -> float:
-    with open("/proc/stat") as stat:
-        fields = [int(v) for v in stat.readline().split()[1:]]
-    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def sessions(dagster_url: str) -> int:
