@@ -276,7 +276,9 @@ def test_health_answers_503_within_a_second_whatever_the_database_does(
                 assert body["registry_database"].startswith(("unreachable", "timed out"))
                 if store == "both":
                     assert body["dagster_storage"].startswith(("unreachable", "timed out"))
-                if database == "black_hole":
+                # A black hole holds the first request's fresh probe past the deadline (its connect timeout is 3 s);
+                # a later request may find that probe ended by the connect timeout meanwhile: unreachable, in time.
+                if database == "black_hole" and len(took) == 1:
                     assert "timed out" in body["registry_database"]
             # ... and within a second: the fastest of the three, since a worker beside this one on a 2-core host can
             # take the CPU for a few hundred ms of any single request, plus what this host took to serve a request
