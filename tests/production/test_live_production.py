@@ -19,7 +19,9 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -120,7 +122,8 @@ def stack():
 
 
 @pytest.fixture(scope="module")
-def scrape_run_id(stack: ComposeStack) -> str:
+def scrape_run_id(stack: ComposeStack, t15_kill: T15Kill) -> str:
+    """The morning scrape, launched through GraphQL once the T-15 kill's watch is on (its runs may start meanwhile)."""
     data = graphql(DAGSTER_URL, """
         mutation Launch($params: ExecutionParams!) {
           launchRun(executionParams: $params) { __typename ... on LaunchRunSuccess { run { runId } }
@@ -248,29 +251,69 @@ def step_succeeded(run_id: str) -> bool:
     return any(e["__typename"] == "ExecutionStepSuccessEvent" for e in events)
 
 
-@pytest.fixture(scope="module")
-def killed_t15(stack: ComposeStack, scrape_run_id: str) -> dict:
+class T15Kill(threading.Thread):
     """`docker kill` of a sensor-launched T-15 run's container while the feed holds its /events request (7 s): the
     step is mid-request and has stored nothing. The feed lists the races of the requests it holds; a run's race is
     known from its tags before its request arrives, so the kill follows the feed's answer within a poll. (Waiting for
     the run to be STARTED and then a fixed second once killed a run on a loaded machine after its step had already
-    succeeded: nothing was left to retry.)"""
-    sim = sim_root(stack)
-    race_of_run: dict[str, str] = {}
+    succeeded: nothing was left to retry.)
 
-    def t15_mid_request():
-        running = stack.running_runs("pre_race_t15")
-        for run_id in running.values():
-            if run_id not in race_of_run:
-                runs = graphql_runs(DAGSTER_URL, {"runIds": [run_id]})
-                race_of_run[run_id] = tags_of(runs[0]).get("racing/race_id", "") if runs else ""
-        held = httpx.get(f"{sim}/_sim/stats", timeout=30).json()["events_in_flight"]
-        return next(((container, run_id) for container, run_id in running.items() if race_of_run[run_id] in held),
-                    None)
+    The watch starts before the morning scrape is launched: the card's T-15s are past by then, so the sensor launches
+    their runs as soon as the scrape has stored the races, which may be before the scrape's run has ended (a watch
+    started after it once found all three runs over and waited 300 s for nothing)."""
 
-    container, run_id = wait_for("a pre_race_t15 run mid-request in its container", t15_mid_request, 300, 0.2)
-    stack._run(["docker", "kill", container])
-    killed_at = time.monotonic()
+    WATCH_SECONDS = 600
+
+    def __init__(self, stack: ComposeStack) -> None:
+        super().__init__(name="t15-kill", daemon=True)
+        self.stack, self.stop = stack, threading.Event()
+        self.killed: tuple[str, float] | None = None  # (run id, monotonic time of the kill)
+        self.error: BaseException | None = None
+        self.seen: set[str] = set()  # every T-15 run seen running, for a timeout's message
+
+    def run(self) -> None:
+        try:
+            self.killed = self._watch()
+        except BaseException as exc:  # noqa: BLE001 - handed to the fixture that waits for this thread
+            self.error = exc
+
+    def _watch(self) -> tuple[str, float] | None:
+        sim = sim_root(self.stack)
+        race_of_run: dict[str, str] = {}
+        deadline = time.monotonic() + self.WATCH_SECONDS
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            running = self.stack.running_runs("pre_race_t15")
+            self.seen.update(running.values())
+            for run_id in running.values():
+                if run_id not in race_of_run:
+                    runs = graphql_runs(DAGSTER_URL, {"runIds": [run_id]})
+                    race_of_run[run_id] = tags_of(runs[0]).get("racing/race_id", "") if runs else ""
+            held = httpx.get(f"{sim}/_sim/stats", timeout=30).json()["events_in_flight"]
+            for container, run_id in running.items():
+                if race_of_run[run_id] in held:
+                    self.stack._run(["docker", "kill", container])
+                    return run_id, time.monotonic()
+            self.stop.wait(0.2)
+        return None
+
+
+@pytest.fixture(scope="module")
+def t15_kill(stack: ComposeStack) -> Iterator[T15Kill]:
+    watch = T15Kill(stack)
+    watch.start()
+    yield watch
+    watch.stop.set()
+    watch.join(60)
+
+
+@pytest.fixture(scope="module")
+def killed_t15(stack: ComposeStack, t15_kill: T15Kill, scrape_run_id: str) -> dict:
+    """The T-15 run the watch killed mid-request, once run monitoring has failed it."""
+    t15_kill.join(300)
+    if t15_kill.error is not None:
+        raise t15_kill.error
+    assert t15_kill.killed, f"no pre_race_t15 run was seen mid-request; T-15 runs seen running: {t15_kill.seen}"
+    run_id, killed_at = t15_kill.killed
     status = wait_for("run monitoring to fail the killed run", lambda: finished(run_id), 180, 1)
     detected_after = time.monotonic() - killed_at
     assert not step_succeeded(run_id), f"run {run_id} was killed after its step had succeeded, not mid-request"
