@@ -21,6 +21,11 @@ A kept connection is closed when its storage is garbage-collected: Dagster's `Da
 a storage's engine (the webserver's connections live as long as its process, too). `close_kept_connections` closes them
 at once, for a process that makes and drops instances (the test suite).
 
+Every new instance (a sensor evaluation in a code server, a run worker, a `dagster` command) also asks first, in one
+query, whether dagster-postgres' tables are all there, and tells the three storages so: each would otherwise inspect
+the database on a connection of its own, only to find nothing to create (BASE_TABLES_PRESENT). Where a table is
+missing (a fresh database, `migrate`), dagster-postgres creates it as before.
+
 Both images load this module by name from the instance's `storage: custom:` block (deploy/dagster.yaml), as the
 tests' instances do (tests/conftest.py): the user-code image has it in the project's wheel; the Dagster image, which
 holds no project package, gets this file and the package's empty `__init__` only (deploy/Dockerfile.dagster). So it

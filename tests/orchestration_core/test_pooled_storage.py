@@ -17,10 +17,12 @@ from orchestration_core import pooled_storage
 from orchestration_core.pooled_storage import (
     KEEP_CONNECTIONS_VARIABLE,
     PooledPostgresStorage,
+    base_tables_present,
     close_kept_connections,
     engine_of,
     keeps_connections,
 )
+from local_stack.stack import free_port
 from tests.conftest import REPO_ROOT, pooled_postgres_storage
 
 MODULE = REPO_ROOT / "orchestration_core" / "pooled_storage.py"
@@ -195,3 +197,77 @@ def test_a_collected_storage_closes_its_connections(fresh_database_url: str, mon
     del storage
     gc.collect()
     assert connections_to(fresh_database_url) == 0
+
+
+# --- the tables dagster-postgres creates on its own --------------------------------------------------------------------
+
+
+def execute(url: str, sql: str) -> None:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(sa.text(sql))
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def migrated_database_url(fresh_database_url: str) -> str:
+    """A database whose Dagster tables an instance created, as `migrate` leaves it."""
+    for instance in pooled_instance(fresh_database_url):
+        instance.get_runs(limit=1)
+    return fresh_database_url
+
+
+@pytest.mark.integration
+def test_a_fresh_database_gets_its_tables_from_the_first_instance(fresh_database_url: str) -> None:
+    assert base_tables_present(fresh_database_url) is False
+    for instance in pooled_instance(fresh_database_url):
+        assert instance.get_runs(limit=1) == []
+    assert base_tables_present(fresh_database_url) is True
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("table", ["runs", "instance_info", "event_logs", "jobs"])
+def test_a_missing_table_is_seen_and_the_next_instance_creates_it(migrated_database_url: str, table: str) -> None:
+    execute(migrated_database_url, f"DROP TABLE {table} CASCADE")
+    assert base_tables_present(migrated_database_url) is False
+    for instance in pooled_instance(migrated_database_url):
+        instance.get_runs(limit=1)
+    assert base_tables_present(migrated_database_url) is True
+
+
+@pytest.mark.integration
+def test_the_schedule_storages_older_table_counts_as_present(migrated_database_url: str) -> None:
+    """dagster-postgres' schedule storage creates nothing where its older `schedules` table stands instead of `jobs`."""
+    execute(migrated_database_url, "ALTER TABLE jobs RENAME TO schedules")
+    assert base_tables_present(migrated_database_url) is True
+
+
+@pytest.mark.integration
+def test_a_database_that_cannot_be_asked_leaves_the_storages_their_own_path() -> None:
+    started = time.monotonic()
+    assert base_tables_present(f"postgresql+psycopg2://postgres@127.0.0.1:{free_port()}/nowhere") is False
+    assert time.monotonic() - started < 5  # refused at once, not waited on
+
+
+@pytest.mark.integration
+def test_a_new_instance_on_a_migrated_database_connects_twice_before_its_first_answer(
+    migrated_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What each sensor evaluation in a code server and each run worker pays before its first storage call answers:
+    the table check and the call, where each of dagster-postgres' three storages would inspect the database on a
+    connection of its own (bench/instance_start.py)."""
+    monkeypatch.setenv(KEEP_CONNECTIONS_VARIABLE, "")  # as in a code server and a run worker in production
+    opened = [0]
+
+    def count(*_) -> None:
+        opened[0] += 1
+
+    sa.event.listen(sa.engine.Engine, "connect", count)
+    try:
+        for instance in pooled_instance(migrated_database_url):
+            instance.get_runs(limit=1)
+    finally:
+        sa.event.remove(sa.engine.Engine, "connect", count)
+    assert opened[0] == 2
