@@ -47,7 +47,7 @@ from tests.deploy.alert_path import (
     prometheus_config,
     promises,
 )
-from tests.e2e.live_stack import graphql_runs, tags_of, wait_for
+from tests.e2e.live_stack import HTTP, graphql_runs, tags_of, wait_for
 from tests.production.compose_stack import (
     HERE,
     IMAGE_USER_ID,
@@ -201,14 +201,14 @@ def stack(deployment: ComposeStack, day_begun: dict) -> ComposeStack:
 
 
 def received() -> list[dict]:
-    response = httpx.get(f"{RECEIVER_URL}/messages", timeout=30)
+    response = HTTP.get(f"{RECEIVER_URL}/messages")
     response.raise_for_status()
     return response.json()
 
 
 def firing_alerts() -> dict[str, str]:
     """Prometheus' active alerts (firing or pending): key -> state."""
-    response = httpx.get(f"{PROMETHEUS_URL}/api/v1/alerts", timeout=30)
+    response = HTTP.get(f"{PROMETHEUS_URL}/api/v1/alerts")
     response.raise_for_status()
     found = {}
     for alert in response.json()["data"]["alerts"]:
@@ -219,7 +219,7 @@ def firing_alerts() -> dict[str, str]:
 
 def health() -> dict:
     try:
-        return httpx.get(f"{API_URL}/health", timeout=10).json()
+        return HTTP.get(f"{API_URL}/health", timeout=10).json()
     except (httpx.HTTPError, ValueError):
         return {}
 

@@ -31,7 +31,7 @@ import pytest
 from bench import compose_footprint as footprint
 from bench import image_sizes
 from tests.browser import dismiss_onboarding, goto, launch, needs_chromium
-from tests.e2e.live_stack import graphql_runs, run_errors, tags_of, wait_for
+from tests.e2e.live_stack import HTTP, graphql_runs, run_errors, tags_of, wait_for
 from tests.production.compose_stack import (API_URL, DAGSTER_UI_URL, DAGSTER_URL, FRONT_LOGIN, LONG_RUNNING,
                                             NAMED_VOLUMES, PROJECT, REPO_ROOT, ComposeStack, join_background)
 from tests.production.docker_engine import engine_for_test, machine_lock
@@ -60,7 +60,7 @@ query Events($runId: ID!) {
 
 def graphql(url: str, query: str, variables: dict) -> dict:
     """A GraphQL query to the webserver at `url` (each deployment publishes its own)."""
-    response = httpx.post(f"{url}/graphql", json={"query": query, "variables": variables}, timeout=30)
+    response = HTTP.post(f"{url}/graphql", json={"query": query, "variables": variables})
     response.raise_for_status()
     body = response.json()
     assert not body.get("errors"), body["errors"]
@@ -288,7 +288,7 @@ class T15Kill(threading.Thread):
                 if run_id not in race_of_run:
                     runs = graphql_runs(DAGSTER_URL, {"runIds": [run_id]})
                     race_of_run[run_id] = tags_of(runs[0]).get("racing/race_id", "") if runs else ""
-            held = httpx.get(f"{sim}/_sim/stats", timeout=30).json()["events_in_flight"]
+            held = HTTP.get(f"{sim}/_sim/stats").json()["events_in_flight"]
             for container, run_id in running.items():
                 if race_of_run[run_id] in held:
                     self.stack._run(["docker", "kill", container])
@@ -577,7 +577,7 @@ def test_postgres_restart_is_recovered_without_a_hand(stack: ComposeStack) -> No
 
     def api_healthy():
         try:
-            return httpx.get(f"{API_URL}/health", timeout=5).status_code == 200
+            return HTTP.get(f"{API_URL}/health", timeout=5).status_code == 200
         except httpx.HTTPError:
             return False
 

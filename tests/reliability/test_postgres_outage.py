@@ -41,7 +41,7 @@ from local_stack.embedded_postgres import start_embedded_postgres
 from local_stack.stack import LocalStack, StackOptions, free_port
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
 from tests.conftest import REPO_ROOT
-from tests.e2e.live_stack import graphql_runs, run_errors, run_events, tags_of, wait_for
+from tests.e2e.live_stack import HTTP, graphql_runs, run_errors, run_events, tags_of, wait_for
 from tests.restartable_postgres import RestartablePostgres
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -144,7 +144,7 @@ class HealthWatch(threading.Thread):
         while not self.done.is_set():
             at = utcnow()
             try:
-                answer = str(httpx.get(self.url, timeout=10).status_code)
+                answer = str(HTTP.get(self.url, timeout=10).status_code)
             except httpx.HTTPError as exc:
                 answer = type(exc).__name__
             self.samples.append((at, answer))
