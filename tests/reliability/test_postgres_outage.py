@@ -49,13 +49,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 API_KEY = "outage-test-key"
 ARTIFACTS = REPO_ROOT / "test-artifacts"
 RACE_EVERY = dt.timedelta(minutes=2)
-# A race every 2 minutes from 1 minute before the feed starts; post-race results are Final well before T+5. A race's
-# T+5 meets the T-15 of the race ten places later at its start + 5 min: the first such moments come 4, 6, 8, ...
+# A race every 2 minutes from 3 minutes before the feed starts; post-race results are Final well before T+5. A race's
+# T+5 meets the T-15 of the race ten places later at its start + 5 min: the first such moments come 2, 4, 6, ...
 # minutes after the feed starts, and the outages begin at the first one the loaded races leave room for (SETTLE). A
-# later first race only makes the test wait: with the first race 2 minutes out, the first moment was 7 minutes in,
-# some 4 minutes after the races were loaded.
-FIRST_RACE_LEAD = dt.timedelta(minutes=-1)  # --dense-lead below
-DENSE_SIM_ARGS = ["--dense-every", "2", "--dense-races", "20", "--dense-lead", "-1",
+# later first race only makes the test wait, its stack idling: with the first race 1 minute before the feed, the first
+# outage began 203 s after the races were loaded 22 s into the feed.
+FIRST_RACE_LEAD = dt.timedelta(minutes=-3)  # --dense-lead below
+DENSE_SIM_ARGS = ["--dense-every", "2", "--dense-races", "20", "--dense-lead", "-3",
                   "--interim-after", "20", "--final-after", "40"]
 SHORT_OUTAGE = dt.timedelta(seconds=30)
 LONG_OUTAGE = dt.timedelta(minutes=2)
