@@ -107,7 +107,10 @@ def test_retries_with_the_local_launcher(tmp_path: Path, daemon_home: Path, pg_i
     with engine.begin() as conn:  # only the two test tasks run
         conn.execute(scheduled_tasks.update().values(enabled=False))
     state = tmp_path / "state"
-    due = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(minutes=2)
+    # The next minute at least 20 s away: the dispatcher's first tick evaluates the minute it falls in, so the daemon
+    # has that minute too to start (a minute or more; two minutes out made the test wait ~90 s on average).
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=20)
+    due = soon.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
     for data in retry_tasks(due, state).values():
         create_task(engine, data)
     env = {**os.environ, "DAGSTER_HOME": str(daemon_home), "DAGSTER_POSTGRES_URL": dagster_database_url,
