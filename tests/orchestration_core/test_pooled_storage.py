@@ -199,7 +199,7 @@ def test_a_collected_storage_closes_its_connections(fresh_database_url: str, mon
     assert connections_to(fresh_database_url) == 0
 
 
-# --- the tables dagster-postgres creates on its own --------------------------------------------------------------------
+# --- the tables dagster-postgres creates on its own ------------------------------------------------------------------
 
 
 def execute(url: str, sql: str) -> None:
