@@ -30,11 +30,12 @@ run: install
 # Side by side on TEST_WORKERS pytest-xdist workers. Each test file runs whole on one worker, the rest of
 # tests/production with the live production test; the long units (the alert path's and the live production's compose
 # deployments, side by side on one engine, the Postgres outage, the live stack) start first, each on a worker of its
-# own, and the workers freed first share the rest (tests/conftest.py). Four on the 2-core reference machine: with
-# three, the CPU stood ~20% idle for the middle ten minutes, while the long units waited on their stacks and one
-# worker ran the short files. A worker running short files is niced (tests/conftest.py, "Who gets the CPU first"): at
-# equal weight four workers starved the outage stack (BENCHMARKS.md "Test suite").
-TEST_WORKERS ?= 4
+# own, and the workers freed first share the rest (tests/conftest.py). Five on the 2-core reference machine: with
+# four, a sixth of the CPU stood idle (293 of 1,980 CPU-s; pytest 985 s against 885 s with five, 89 idle) while the
+# long units waited on their stacks and one worker ran the short files. A worker running short files is niced
+# (tests/conftest.py, "Who gets the CPU first"): at equal weight four workers starved the outage stack
+# (BENCHMARKS.md "Test suite").
+TEST_WORKERS ?= 5
 
 test: install system-packages
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)
