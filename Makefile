@@ -37,7 +37,16 @@ run: install
 # (BENCHMARKS.md "Test suite").
 TEST_WORKERS ?= 5
 
+# Each xdist worker collects the whole suite, rewriting the asserts of every test module (pytest's assertion
+# rewriting), under coverage's tracer: ~26 CPU-s a worker. With PYTHONDONTWRITEBYTECODE set (as on the reference
+# machine) none writes pytest's cache of the rewritten modules, so each does it all again. One collection without
+# coverage first writes that cache (~14 s), which the workers then read: 5 workers started in 38 s and 68 CPU-s
+# instead of 65-72 s and 130 CPU-s (BENCHMARKS.md "Test suite"). Its own failure is left to the real run to report.
+COLLECT_ONCE = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider -p no:xdist \
+	$(PYTEST_ARGS) > /dev/null 2>&1 || true
+
 test: install system-packages
+	$(COLLECT_ONCE)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 $(PYTEST_ARGS)
 
 # The same suite, measured (BENCHMARKS.md "Test suite"): test-artifacts/junit.xml carries each test's CPU seconds and
@@ -45,6 +54,7 @@ test: install system-packages
 # the run and when each worker ended.
 test-measured: install system-packages
 	$(BIN)/python bench/suite_host.py snapshot test-artifacts/host-start.json
+	$(COLLECT_ONCE)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --cov --cov-report=term --cov-fail-under=80 \
 		--junitxml=test-artifacts/junit.xml --durations=15 $(PYTEST_ARGS); \
 	status=$$?; $(BIN)/python bench/suite_host.py report test-artifacts/host-start.json test-artifacts/junit.xml; \

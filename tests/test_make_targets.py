@@ -37,8 +37,19 @@ def recipe(target: str) -> list[str]:
 def test_make_test_runs_pytest_and_nothing_that_only_measures_it() -> None:
     header = next(line for line in (REPO_ROOT / "Makefile").read_text().splitlines() if line.startswith("test:"))
     assert "system-packages" in header.split()
-    [command] = recipe("test")
+    # First one collection that writes pytest's cache of the rewritten test modules for the workers to read.
+    collect_once, command = recipe("test")
+    assert collect_once == "$(COLLECT_ONCE)"
     assert command.startswith("$(BIN)/python -m pytest ") and "bench/" not in command and "junit" not in command
+
+
+def test_the_collection_before_the_suite_writes_the_cache_and_never_fails_make() -> None:
+    """With PYTHONDONTWRITEBYTECODE set nothing writes the cache; a broken test module is the real run's to report."""
+    dry_run = subprocess.run(["make", "-n", "test"], cwd=REPO_ROOT, capture_output=True, text=True,
+                             env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}, check=True).stdout
+    [collect] = [line for line in dry_run.splitlines() if "--collect-only" in line]
+    assert collect.startswith("PYTHONDONTWRITEBYTECODE= ") and collect.endswith("|| true"), collect
+    assert dry_run.index("--collect-only") < dry_run.index("pytest -n ")
 
 
 def test_the_measured_suite_is_a_target_of_its_own() -> None:
