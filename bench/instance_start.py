@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ import dagster as dg  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 import yaml  # noqa: E402
 
-from bench.storage_pool import host_busy_seconds, sessions  # noqa: E402
+from bench.storage_pool import host_busy_seconds, medians_of, sessions  # noqa: E402
 from local_stack.embedded_postgres import ensure_database, psycopg2_url, temporary_embedded_postgres  # noqa: E402
 from orchestration_core.pooled_storage import KEEP_CONNECTIONS_VARIABLE  # noqa: E402
 
@@ -89,9 +88,8 @@ def main() -> None:
           f"({os.cpu_count()} CPUs; host CPU = this process + the Postgres backends)\n")
     print("| storage | host CPU ms | own CPU ms | wall ms | new sessions |")
     print("|---|---|---|---|---|")
-    medians = {}
-    for label, rows in results.items():
-        medians[label] = m = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+    medians = medians_of(results)
+    for label, m in medians.items():
         print(f"| {label} | {m['host_ms']:.1f} | {m['own_ms']:.1f} | {m['wall_ms']:.1f} | {m['sessions']:.1f} |")
     before, after = (medians[label] for label in STORAGES)
     print(f"\nshipped / dagster-postgres: host CPU {after['host_ms'] / before['host_ms']:.2f}x, "

@@ -72,6 +72,12 @@ def daemon_like_calls(instance: dg.DagsterInstance, calls: int) -> None:
                 instance.get_runs(limit=10)
 
 
+def medians_of(results: dict[str, list[dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Each mode's median of every figure over the rounds."""
+    return {label: {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+            for label, rows in results.items()}
+
+
 def measure(url: str, admin: sa.Engine, database: str, keep: bool, calls: int, threads: int) -> dict[str, float]:
     os.environ[KEEP_CONNECTIONS_VARIABLE] = "1" if keep else ""
     overrides = {"storage": {"custom": {"module": "orchestration_core.pooled_storage", "class": "PooledPostgresStorage",
@@ -113,10 +119,8 @@ def main() -> None:
           f"({os.cpu_count()} CPUs; host CPU = client + Postgres backends)\n")
     print("| storage | wall ms/call | host CPU ms/call | new sessions/call |")
     print("|---|---|---|---|")
-    medians = {}
-    for label, rows in results.items():
-        medians[label] = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
-        m = medians[label]
+    medians = medians_of(results)
+    for label, m in medians.items():
         print(f"| {label} | {m['wall_ms_per_call']:.2f} | {m['cpu_ms_per_call']:.2f} | {m['sessions_per_call']:.2f} |")
     print()
     for threads in (1, args.threads):
