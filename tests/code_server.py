@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from concurrent import futures
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import dagster as dg
 import grpc
@@ -25,13 +26,16 @@ def running_code_server(module: str = "maintenance_jobs.definitions", location: 
                         env: dict[str, str] | None = None,
                         heartbeat_ttl: int = CODE_SERVER_HEARTBEAT_TTL_SECONDS) -> Iterator[tuple[subprocess.Popen, int]]:
     """(process, port) of `dagster code-server start` serving `module`, once its gRPC health check answers SERVING;
-    killed on exit. `env`: variables added to this process's environment for it; `heartbeat_ttl`: its
-    `--heartbeat-ttl`."""
+    killed on exit with its process group. `env`: variables added to this process's environment for it;
+    `heartbeat_ttl`: its `--heartbeat-ttl`. The process is a proxy, and its `dagster api grpc` child serves: killing
+    only the proxy (as on exit, or a test's crash of it) left that child waiting out its TTL (10 minutes by
+    default), so the proxy leads a process group of its own, and the whole group is killed on exit."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "dagster", "code-server", "start", "-h", "127.0.0.1", "-p", str(port),
          "--heartbeat-ttl", str(heartbeat_ttl), "-m", module, "--location-name", location],
-        cwd=REPO_ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=REPO_ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
     try:
         deadline = time.monotonic() + 90
         while (status := code_server_status("127.0.0.1", port, 2)) != "SERVING":
@@ -39,7 +43,8 @@ def running_code_server(module: str = "maintenance_jobs.definitions", location: 
             time.sleep(0.5)
         yield process, port
     finally:
-        process.kill()
+        with suppress(ProcessLookupError):  # the whole group already ended
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
 
 
