@@ -16,6 +16,12 @@ one sample interval is missed and shows in "unattributed"); containers from the 
 process that ends writes its CPU, pid, parent and name, however short it lived. The second table splits what ended by
 command line (the one sampled for that pid and start time, or the parent's for a process no sample saw), which is
 where the "unattributed" share goes: e.g. the run workers a local code server spawns, a location load each.
+
+Every host process that is not a pytest worker is also charged to the test file that started it: pytest sets
+PYTEST_CURRENT_TEST while a test runs, and a process started then (or by one started then) inherits it, so
+`/proc/<pid>/environ` names the file even for a daemonized grandchild whose CPU the worker never reaps. A process that
+ended unsampled is charged to its parent's file. The last table ranks the files by that CPU, the one cost the
+per-test figures of `make test-measured` (the workers' own CPU and what they reaped) leave out.
 """
 
 from __future__ import annotations
@@ -106,6 +112,14 @@ def command_key(cmdline: str, roots: tuple[str, ...] = VARYING_ROOTS) -> str:
     return cmdline[:120]
 
 
+def file_of_current_test(environ: bytes) -> str | None:
+    """The test file of PYTEST_CURRENT_TEST (`tests/x.py::test_y[row] (call)`) in a /proc environ block, if set."""
+    for entry in environ.split(b"\0"):
+        if entry.startswith(b"PYTEST_CURRENT_TEST="):
+            return entry.split(b"=", 1)[1].split(b"::", 1)[0].decode(errors="replace")
+    return None
+
+
 def host_kind(cmdline: str) -> str:
     for kind, pattern in HOST_KINDS:
         if pattern.search(cmdline):
@@ -121,6 +135,14 @@ def container_kind(name: str) -> str:
     if match:
         return f"container {match.group(1)}"
     return "container run/build/other"
+
+
+def read_bytes(path: Path | str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
 
 
 def read(path: Path | str) -> str:
@@ -179,6 +201,8 @@ class Sampler:
                     known = {"kind": None, "command": "container", "started": started}  # its container's cgroup
                 else:
                     known = {"kind": host_kind(command), "command": command, "started": started}
+                    if known["kind"] != "pytest worker":  # a worker's own CPU is in the per-test figures already
+                        known["test_file"] = file_of_current_test(read_bytes(f"/proc/{entry.name}/environ"))
                 self.processes[key] = known
             known["cpu"] = seconds
         for docker_cgroup in (found for pattern in DOCKER_CGROUPS for found in CPUACCT.glob(pattern)):
@@ -220,6 +244,31 @@ class Sampler:
         return [{"command": command, "cpu_seconds": round(cpu, 1), "processes": count}
                 for command, (cpu, count) in ranked]
 
+    def by_test_file(self, records: list[Ended], top: int = 30) -> list[dict]:
+        """CPU of the host processes the tests started, by test file: what samples saw of each process (its last
+        value, less what it had spent before the run), and each ended process no sample saw charged to the file of
+        the last process of its parent's pid started before it."""
+        totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
+        by_pid: dict[int, list[tuple[float, str | None]]] = defaultdict(list)
+        for (pid, _), known in self.processes.items():
+            by_pid[pid].append((known["started"], known.get("test_file")))
+            if known.get("test_file"):
+                total = totals[known["test_file"]]
+                total[0] += known.get("cpu", 0.0) - known.get("base", 0.0)
+                total[1] += 1
+        for record in records:
+            if any(abs(started - record.started) <= 2 for started, _ in by_pid.get(record.pid, [])):
+                continue  # sampled: counted above
+            parents = [(started, f) for started, f in by_pid.get(record.ppid, []) if started <= record.started + 2]
+            test_file = max(parents, key=lambda p: p[0])[1] if parents else None
+            if test_file:
+                total = totals[test_file]
+                total[0] += record.cpu_seconds
+                total[1] += 1
+        ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+        return [{"test_file": test_file, "cpu_seconds": round(cpu, 1), "processes": count}
+                for test_file, (cpu, count) in ranked]
+
     def report(self) -> dict:
         busy, idle = busy_seconds()
         per_kind: dict[str, float] = defaultdict(float)
@@ -260,9 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         if acct_file:
             subprocess.run(["accton", "off"], check=False, capture_output=True)
     report = sampler.report()
+    ended = parse_acct(acct_file.read_bytes()) if acct_file else []
     if acct_file:
-        report["ended_by_command"] = sampler.ended_by_command(parse_acct(acct_file.read_bytes()))
+        report["ended_by_command"] = sampler.ended_by_command(ended)
         acct_file.unlink()
+    report["by_test_file"] = sampler.by_test_file(ended)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"\nexit {child.returncode}; wall {report['wall_seconds']} s; CPU busy {report['busy_cpu_seconds']} s "
@@ -276,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         print("| command | processes | CPU s |\n|---|---|---|")
         for row in report["ended_by_command"]:
             print(f"| `{row['command']}` | {row['processes']} | {row['cpu_seconds']:.0f} |")
+    print("\nhost processes the tests started (not the workers), by the test file that started them")
+    print("| test file | processes | CPU s |\n|---|---|---|")
+    for row in report["by_test_file"]:
+        print(f"| `{row['test_file']}` | {row['processes']} | {row['cpu_seconds']:.0f} |")
     return child.returncode
 
 

@@ -100,3 +100,42 @@ def test_what_ended_is_split_by_the_sampled_command_else_by_its_parent() -> None
         {"command": "[python] under python -m dagster api grpc", "cpu_seconds": 6.5, "processes": 2},
         {"command": "[postgres] under an unseen parent", "cpu_seconds": 0.5, "processes": 1},
     ]
+
+
+@pytest.mark.parametrize(
+    ("environ", "test_file"),
+    [
+        (b"HOME=/root\0PYTEST_CURRENT_TEST=tests/e2e/test_live_stack.py::test_x[a::b] (call)\0PATH=/bin\0",
+         "tests/e2e/test_live_stack.py"),
+        (b"PYTEST_CURRENT_TEST=tests/test_a.py::test_b (setup)", "tests/test_a.py"),  # the block's last entry
+        (b"HOME=/root\0PATH=/bin\0", None),  # started outside any test
+        (b"NOT_PYTEST_CURRENT_TEST=tests/test_a.py::t (call)\0", None),  # only the variable itself counts
+        (b"", None),  # a process that ended before its environ was read
+    ],
+)
+def test_the_test_file_is_read_from_the_inherited_environment(environ: bytes, test_file: str | None) -> None:
+    assert suite_cpu.file_of_current_test(environ) == test_file
+
+
+def test_processes_are_charged_to_the_test_file_that_started_them() -> None:
+    sampler = object.__new__(suite_cpu.Sampler)
+    sampler.processes = {
+        (100, "1"): {"kind": "dagster code server", "command": "grpc", "started": 1000.0, "cpu": 12.0,
+                     "test_file": "tests/a.py"},
+        (110, "2"): {"kind": "other python", "command": "sim", "started": 1000.0, "cpu": 5.0, "base": 1.0,
+                     "test_file": "tests/a.py"},  # 1 CPU-s spent before the run began
+        (120, "3"): {"kind": "embedded postgres", "command": "postgres", "started": 1000.0, "cpu": 7.0,
+                     "test_file": "tests/b.py"},
+        (130, "4"): {"kind": "other", "command": "dockerd", "started": 900.0, "cpu": 50.0, "test_file": None},
+    }
+    ended = [
+        suite_cpu.Ended("python", 101, 100, 1010.0, 2.5),  # a run worker of tests/a.py's code server, never sampled
+        suite_cpu.Ended("postgres", 121, 120, 1011.0, 0.5),  # a backend of tests/b.py's server
+        suite_cpu.Ended("python", 100, 1, 1000.0, 12.0),  # sampled itself: not counted twice
+        suite_cpu.Ended("git", 131, 130, 1012.0, 9.0),  # started by a process no test started
+        suite_cpu.Ended("git", 141, 999, 1012.0, 9.0),  # a parent never seen
+    ]
+    assert sampler.by_test_file(ended) == [
+        {"test_file": "tests/a.py", "cpu_seconds": 18.5, "processes": 3},
+        {"test_file": "tests/b.py", "cpu_seconds": 7.5, "processes": 2},
+    ]
