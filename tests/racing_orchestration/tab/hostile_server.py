@@ -26,7 +26,8 @@ class Behaviour:
     interval: float = 0.5  # seconds between dripped bytes
     max_seconds: float = 12.0  # a drip stops (closes the connection) after this long
     max_bytes: int = 48 * 1024 * 1024  # a huge or endless body stops after this many bytes
-    sent: list[int] = field(default_factory=list)  # bytes of body sent, per request
+    sent: list[int] = field(default_factory=list)  # bytes of body sent, per request that has ended
+    requests: int = 0  # requests whose handling began
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -38,6 +39,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
         b = self.server.behaviour  # type: ignore[attr-defined]
+        b.requests += 1
         sent = 0
         try:
             if b.kind == "canned":
@@ -96,7 +98,9 @@ class _Server(http.server.ThreadingHTTPServer):
 
 @contextmanager
 def hostile_server(behaviour: Behaviour) -> Iterator[str]:
-    """Serve `behaviour` on 127.0.0.1 (an ephemeral port); yields the base URL."""
+    """Serve `behaviour` on 127.0.0.1 (an ephemeral port); yields the base URL. On exit it waits (at most a handler's
+    own bound) for the handlers still writing to end, so `behaviour.sent` is complete: a handler learns that the
+    client hung up only when its next write fails, which on a loaded host came after a test had read `sent`."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.behaviour = behaviour
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -106,3 +110,6 @@ def hostile_server(behaviour: Behaviour) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+        deadline = time.monotonic() + behaviour.max_seconds + 5
+        while len(behaviour.sent) < behaviour.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
