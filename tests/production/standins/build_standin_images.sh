@@ -11,7 +11,13 @@
 # pulled from a registry, or a stand-in from an earlier run) is kept, so this is a no-op on a machine that has them.
 # Grafana has no Debian package and no stand-in: the live test leaves it out (its files are tested statically).
 # The names must be docker-compose.yml's (tests/deploy/test_compose.py checks them).
+#
+# `build_standin_images.sh base` makes the Python image only, `... services` the other three (side by side: on a
+# fresh machine most of each is waiting on Debian's mirror), and no argument both in turn. The project images need only
+# the Python one, so tests/production/compose_stack.py builds them beside `services`.
 set -euo pipefail
+part="${1:-all}"
+case "$part" in base|services|all) ;; *) echo "usage: $0 [base|services|all]" >&2; exit 2 ;; esac
 
 here="$(cd "$(dirname "$0")" && pwd)"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -22,7 +28,7 @@ have_image() { "$docker" image inspect "$1" >/dev/null 2>&1; }
 
 log() { printf '[standins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-if ! have_image python:3.11-slim-bookworm; then
+if [ "$part" != services ] && ! have_image python:3.11-slim-bookworm; then
     rootfs="$cache/bookworm-python-rootfs"
     if [ ! -x "$rootfs/usr/bin/python3" ]; then
         log "debootstrap bookworm (minbase + python3) into $rootfs"
@@ -55,19 +61,24 @@ if ! have_image python:3.11-slim-bookworm; then
         - python:3.11-slim-bookworm >/dev/null
 fi
 
-if ! have_image postgres:16.4-alpine; then
-    log "building postgres:16.4-alpine (stand-in: Debian postgresql-15)"
-    DOCKER_BUILDKIT=0 "$docker" build -q -t postgres:16.4-alpine -f "$here/Dockerfile.postgres" "$here" >/dev/null
+[ "$part" = base ] && { log "stand-in base image ready"; exit 0; }
+if ! have_image python:3.11-slim-bookworm; then
+    echo "python:3.11-slim-bookworm is missing: run '$0 base' first" >&2
+    exit 1
 fi
 
-if ! have_image prom/prometheus:v2.54.1; then
-    log "building prom/prometheus:v2.54.1 (stand-in: Debian prometheus)"
-    DOCKER_BUILDKIT=0 "$docker" build -q -t prom/prometheus:v2.54.1 -f "$here/Dockerfile.prometheus" "$here" >/dev/null
-fi
-
-if ! have_image prom/alertmanager:v0.27.0; then
-    log "building prom/alertmanager:v0.27.0 (stand-in: Debian prometheus-alertmanager)"
-    DOCKER_BUILDKIT=0 "$docker" build -q -t prom/alertmanager:v0.27.0 -f "$here/Dockerfile.alertmanager" "$here" \
-        >/dev/null
-fi
+# name, Dockerfile: each built unless present, the three side by side; any failure fails the script.
+build_service_image() {
+    local name="$1" dockerfile="$2"
+    have_image "$name" && return 0
+    log "building $name (stand-in: $3)"
+    DOCKER_BUILDKIT=0 "$docker" build -q -t "$name" -f "$here/$dockerfile" "$here" >/dev/null
+}
+pids=()
+build_service_image postgres:16.4-alpine Dockerfile.postgres "Debian postgresql-15" & pids+=($!)
+build_service_image prom/prometheus:v2.54.1 Dockerfile.prometheus "Debian prometheus" & pids+=($!)
+build_service_image prom/alertmanager:v0.27.0 Dockerfile.alertmanager "Debian prometheus-alertmanager" & pids+=($!)
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || { echo "a stand-in image failed to build (above)" >&2; exit 1; }
 log "stand-in images ready"
