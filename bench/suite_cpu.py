@@ -170,6 +170,23 @@ def container_name(container_id: str) -> str:
         return container_id[:12]
 
 
+def sampled_as(by_pid: dict[int, list[dict]], record: Ended) -> dict | None:
+    """The sampled process that `record` is: same pid, started within acct's whole seconds of it."""
+    return next((known for known in by_pid.get(record.pid, []) if abs(known["started"] - record.started) <= 2), None)
+
+
+def parent_of(by_pid: dict[int, list[dict]], record: Ended) -> dict | None:
+    """The sampled process that started `record`: the last process of its parent's pid started before it."""
+    parents = [known for known in by_pid.get(record.ppid, []) if known["started"] <= record.started + 2]
+    return max(parents, key=lambda known: known["started"]) if parents else None
+
+
+def ranked(totals: dict[str, list[float]], name: str, top: int) -> list[dict]:
+    """The `top` rows of `totals` (name -> [CPU seconds, processes]), most CPU first."""
+    rows = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+    return [{name: key, "cpu_seconds": round(cpu, 1), "processes": count} for key, (cpu, count) in rows]
+
+
 class Sampler:
     def __init__(self) -> None:
         self.processes: dict[tuple[int, str], dict] = {}  # (pid, start time) -> kind, command, cpu seconds
@@ -216,58 +233,57 @@ class Sampler:
         self.timeline.append({"t": round(time.monotonic() - self.started, 1), "busy": round(busy - self.start_busy, 1),
                               "idle": round(idle - self.start_idle, 1), "load": os.getloadavg()[0]})
 
+    def _by_pid(self) -> dict[int, list[dict]]:
+        by_pid: dict[int, list[dict]] = defaultdict(list)  # a suite: ~60,000 records, ~20,000 processes
+        for (pid, _), known in self.processes.items():
+            by_pid[pid].append(known)
+        return by_pid
+
     def ended_by_command(self, records: list[Ended], top: int = 25) -> list[dict]:
         """CPU of the processes that ended, by command line: the one sampled for that pid and start time (acct's whole
         seconds), else `<name> under <parent's>`, the parent being the last process of its pid started before it;
         processes in containers (their cgroups count them) apart."""
-        by_pid: dict[int, list[tuple[float, str]]] = defaultdict(list)  # a suite: ~60,000 records, ~20,000 processes
-        for (pid, _), known in self.processes.items():
-            by_pid[pid].append((known["started"], known["command"]))
+        by_pid = self._by_pid()
         totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
         for record in records:
-            seen = by_pid.get(record.pid, [])
-            command = next((c for started, c in seen if abs(started - record.started) <= 2), None)
-            if command is None:
-                parents = [(started, c) for started, c in by_pid.get(record.ppid, []) if started <= record.started + 2]
-                parent = max(parents)[1] if parents else None
-                if parent == "container" or (parent or "").startswith("/usr/bin/containerd-shim"):
+            seen = sampled_as(by_pid, record)
+            if seen:
+                command = seen["command"]
+            else:
+                parent = parent_of(by_pid, record)
+                parent_command = parent["command"] if parent else None
+                if parent_command == "container" or (parent_command or "").startswith("/usr/bin/containerd-shim"):
                     command = "container"
                 else:
-                    command = f"[{record.comm}] under {command_key(parent) if parent else 'an unseen parent'}"
+                    command = f"[{record.comm}] under {command_key(parent_command) if parent else 'an unseen parent'}"
             # `runc init` is a container's first process, sampled before it joined its cgroup and exec'd the image's.
             if command == "container" or command.startswith("runc init"):
                 continue
             total = totals[command_key(command)]
             total[0] += record.cpu_seconds
             total[1] += 1
-        ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
-        return [{"command": command, "cpu_seconds": round(cpu, 1), "processes": count}
-                for command, (cpu, count) in ranked]
+        return ranked(totals, "command", top)
 
     def by_test_file(self, records: list[Ended], top: int = 30) -> list[dict]:
         """CPU of the host processes the tests started, by test file: what samples saw of each process (its last
         value, less what it had spent before the run), and each ended process no sample saw charged to the file of
-        the last process of its parent's pid started before it."""
+        its parent (as in ended_by_command)."""
         totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
-        by_pid: dict[int, list[tuple[float, str | None]]] = defaultdict(list)
-        for (pid, _), known in self.processes.items():
-            by_pid[pid].append((known["started"], known.get("test_file")))
+        for known in self.processes.values():
             if known.get("test_file"):
                 total = totals[known["test_file"]]
                 total[0] += known.get("cpu", 0.0) - known.get("base", 0.0)
                 total[1] += 1
+        by_pid = self._by_pid()
         for record in records:
-            if any(abs(started - record.started) <= 2 for started, _ in by_pid.get(record.pid, [])):
-                continue  # sampled: counted above
-            parents = [(started, f) for started, f in by_pid.get(record.ppid, []) if started <= record.started + 2]
-            test_file = max(parents, key=lambda p: p[0])[1] if parents else None
-            if test_file:
-                total = totals[test_file]
+            if sampled_as(by_pid, record):
+                continue  # counted above
+            parent = parent_of(by_pid, record)
+            if parent and parent.get("test_file"):
+                total = totals[parent["test_file"]]
                 total[0] += record.cpu_seconds
                 total[1] += 1
-        ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
-        return [{"test_file": test_file, "cpu_seconds": round(cpu, 1), "processes": count}
-                for test_file, (cpu, count) in ranked]
+        return ranked(totals, "test_file", top)
 
     def report(self) -> dict:
         busy, idle = busy_seconds()
