@@ -48,6 +48,14 @@ def running_code_server(module: str = "maintenance_jobs.definitions", location: 
         process.wait(timeout=30)
 
 
+def served_by(proxy: subprocess.Popen) -> list[int]:
+    """The pids of the `dagster api grpc` servers the `dagster code-server start` proxy `proxy` started (its children,
+    listed by `ps`, not by process group: tests check what the group kill must reach)."""
+    children = subprocess.run(["ps", "--ppid", str(proxy.pid), "-o", "pid=,args="], capture_output=True, text=True,
+                              check=True).stdout.splitlines()
+    return [int(line.split()[0]) for line in children if "api grpc" in line]
+
+
 # A starved host (load 30) can take longer than the 30 s Dagster gives a code server to exit.
 CODE_SERVER_EXIT_SECONDS = 300
 

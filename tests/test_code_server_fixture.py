@@ -4,28 +4,21 @@ a child outliving its killed proxy held a Dagster import's memory and its thread
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.code_server import running_code_server
+from tests.code_server import running_code_server, served_by
 from tests.e2e.live_stack import wait_for
 from tests.production.docker_engine import process_alive
 
 pytestmark = pytest.mark.integration
 
 
-def children(pid: int) -> list[int]:
-    listed = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid="], capture_output=True, text=True).stdout
-    return [int(word) for word in listed.split()]
-
-
 @pytest.mark.parametrize("proxy_killed_by_the_test", [False, True])
 def test_no_server_outlives_the_context(proxy_killed_by_the_test: bool) -> None:
     with running_code_server() as (proxy, _port):
-        servers = children(proxy.pid)
+        servers = served_by(proxy)
         assert servers, "the proxy started no server"
         if proxy_killed_by_the_test:
             proxy.kill()
             proxy.wait(timeout=30)
-    assert wait_for("the proxy's servers to end", lambda: not any(map(process_alive, servers)), 10, 0.2)
+    wait_for("the proxy's servers to end", lambda: not any(map(process_alive, servers)), 10, 0.2)

@@ -20,7 +20,7 @@ from dagster._grpc.client import DagsterGrpcClient
 
 from local_stack.stack import DAGSTER_DEV_ENV
 from orchestration_core.settings import CODE_SERVER_HEARTBEAT_TTL_SECONDS
-from tests.code_server import running_code_server
+from tests.code_server import running_code_server, served_by
 from tests.conftest import REPO_ROOT
 from tests.e2e.live_stack import wait_for
 from tests.production.docker_engine import process_alive
@@ -67,10 +67,8 @@ def test_the_container_forms_serve_without_a_heartbeat_and_make_run_gives_its_pr
 def proxy_and_server(ttl: int) -> Iterator[tuple[subprocess.Popen, int, int]]:
     """(proxy process, its port, the pid of the server it started); the server is killed on exit if still alive."""
     with running_code_server(heartbeat_ttl=ttl) as (proxy, port):
-        children = subprocess.run(["ps", "--ppid", str(proxy.pid), "-o", "pid=,args="], capture_output=True,
-                                  text=True, check=True).stdout.splitlines()
-        servers = [int(line.split()[0]) for line in children if "api grpc" in line]
-        assert len(servers) == 1, children
+        servers = served_by(proxy)
+        assert len(servers) == 1, servers
         try:
             yield proxy, port, servers[0]
         finally:
