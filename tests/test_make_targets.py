@@ -37,8 +37,10 @@ def recipe(target: str) -> list[str]:
 def test_make_test_runs_pytest_and_nothing_that_only_measures_it() -> None:
     header = next(line for line in (REPO_ROOT / "Makefile").read_text().splitlines() if line.startswith("test:"))
     assert "system-packages" in header.split()
-    # First one collection that writes pytest's cache of the rewritten test modules for the workers to read.
-    collect_once, command = recipe("test")
+    # First the image builds, in the background; then one collection that writes pytest's cache of the rewritten test
+    # modules for the workers to read.
+    prebuild, collect_once, command = recipe("test")
+    assert prebuild == "$(PREBUILD_IMAGES)"
     assert collect_once == "$(COLLECT_ONCE)"
     assert command.startswith("$(BIN)/python -m pytest ") and "bench/" not in command and "junit" not in command
 
@@ -50,6 +52,22 @@ def test_the_collection_before_the_suite_writes_the_cache_and_never_fails_make()
     [collect] = [line for line in dry_run.splitlines() if "--collect-only" in line]
     assert collect.startswith("PYTHONDONTWRITEBYTECODE= ") and collect.endswith("|| true"), collect
     assert dry_run.index("--collect-only") < dry_run.index("pytest -n ")
+
+
+@pytest.mark.parametrize(("pytest_args", "built_ahead"), [("", True), ("tests/test_settings.py", False)])
+def test_the_whole_suite_builds_the_images_ahead_in_the_background(pytest_args: str, built_ahead: bool) -> None:
+    """Started before the collection and not waited for (a trailing `&`), its output in a log of its own; a run of a
+    few files (PYTEST_ARGS) builds nothing ahead."""
+    dry_run = subprocess.run(["make", "-n", "test", f"PYTEST_ARGS={pytest_args}"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
+    lines = dry_run.splitlines()
+    prebuild = [line for line in lines if "tests.production.prebuild_images" in line]
+    if not built_ahead:
+        assert prebuild == [] and ": no images built ahead for PYTEST_ARGS" in lines
+        return
+    [line] = prebuild
+    assert line.endswith("> test-artifacts/prebuild-images.log 2>&1 &"), line
+    assert lines.index(line) < next(i for i, text in enumerate(lines) if "--collect-only" in text)
 
 
 def test_the_measured_suite_is_a_target_of_its_own() -> None:

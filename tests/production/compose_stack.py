@@ -149,6 +149,40 @@ def timed(label: str, timings: dict[str, float], action: Callable[[], object]) -
         timings[label] = round(time.monotonic() - started, 1)
 
 
+def run_command(command: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600,
+                check: bool = True) -> subprocess.CompletedProcess:
+    """`command` run from the repository's root, its output captured; a failure raises with the output's tail."""
+    done = subprocess.run(list(command), cwd=REPO_ROOT, env={**os.environ, **(env or {})}, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:6])} ... exited {done.returncode}:\n"
+                           f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return done
+
+
+def build_images(image_tag: str, timings: dict[str, float]) -> None:
+    """Stand-in base images where missing, then the project images tagged `image_tag` (layer cache makes a rebuild
+    quick): the Python base first, which every other image starts from; then the other stand-ins and the three project
+    images side by side. On a fresh machine each build waits mostly on Debian's mirror or PyPI: one after the other
+    they took ~270 s, while the alert path's deployment (the suite's longest unit) waited for them. One process of the
+    machine builds at a time (`make test` starts one ahead of the suite: tests/production/prebuild_images.py); the
+    others then find every layer built."""
+    with machine_lock("image-builds"):
+        started = time.monotonic()
+        timed("standin base image", timings, lambda: run_command(["bash", str(STANDIN_SCRIPT), "base"], timeout=900))
+        builds = {"standin service images": lambda: run_command(["bash", str(STANDIN_SCRIPT), "services"],
+                                                                timeout=900)}
+        for name, (dockerfile, context) in IMAGES.items():
+            builds[f"build {name}"] = lambda n=name, d=dockerfile, c=context: run_command(
+                ["docker", "build", "-q", "-f", d, "-t", f"{n}:{image_tag}", c],
+                env={"DOCKER_BUILDKIT": "0"}, timeout=1200)
+        with ThreadPoolExecutor(len(builds), thread_name_prefix="image-build") as pool:
+            done = [pool.submit(timed, label, timings, build) for label, build in builds.items()]
+        for build in done:
+            build.result()  # the first failure, with its output
+        timings["images"] = round(time.monotonic() - started, 1)
+
+
 @dataclass
 class ComposeStack:
     """One compose deployment under `work_dir` (env file, host folders). `project` other than the production name
@@ -218,26 +252,7 @@ class ComposeStack:
 
     # --- images ---------------------------------------------------------------------------------------------------
     def build_images(self) -> None:
-        """Stand-in base images where missing, then the project images (layer cache makes a rebuild quick): the Python
-        base first, which every other image starts from; then the other stand-ins and the three project images side by
-        side. On a fresh machine each build waits mostly on Debian's mirror or PyPI: one after the other they took
-        ~270 s, while the alert path's deployment (the suite's longest unit) waited for them. One worker builds at a
-        time: the others then find every layer built."""
-        with machine_lock("image-builds"):
-            started = time.monotonic()
-            timed("standin base image", self.timings,
-                  lambda: self._run(["bash", str(STANDIN_SCRIPT), "base"], timeout=900))
-            builds = {"standin service images": lambda: self._run(["bash", str(STANDIN_SCRIPT), "services"],
-                                                                  timeout=900)}
-            for name, (dockerfile, context) in IMAGES.items():
-                builds[f"build {name}"] = lambda n=name, d=dockerfile, c=context: self._run(
-                    ["docker", "build", "-q", "-f", d, "-t", f"{n}:{self.image_tag}", c],
-                    env={"DOCKER_BUILDKIT": "0"}, timeout=1200)
-            with ThreadPoolExecutor(len(builds), thread_name_prefix="image-build") as pool:
-                done = [pool.submit(timed, label, self.timings, build) for label, build in builds.items()]
-            for build in done:
-                build.result()  # the first failure, with its output
-            self.timings["images"] = round(time.monotonic() - started, 1)
+        build_images(self.image_tag, self.timings)
 
     def tag_images(self, new_tag: str) -> None:
         """The same images under another tag: what an upgrade to a new IMAGE_TAG looks like to compose."""
@@ -415,9 +430,4 @@ class ComposeStack:
     # --- plumbing -------------------------------------------------------------------------------------------------
     def _run(self, command: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 600,
              check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run(list(command), cwd=REPO_ROOT, env={**os.environ, **(env or {})}, capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        if check and done.returncode != 0:
-            raise RuntimeError(f"{' '.join(command[:6])} ... exited {done.returncode}:\n"
-                               f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        return done
+        return run_command(command, env=env, timeout=timeout, check=check)
