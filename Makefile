@@ -48,9 +48,12 @@ COLLECT_ONCE = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -
 
 # The compose form's images, built in the background from here on (tests/production/prebuild_images.py): on a fresh
 # machine the builds held up the alert path's deployment, the suite's longest unit, by 245-268 s; started before the
-# collection they overlap it and the workers' start-up. Only for the whole suite: a run of a few files may need none.
-PREBUILD_IMAGES = $(if $(strip $(PYTEST_ARGS)),: no images built ahead for PYTEST_ARGS,mkdir -p test-artifacts \
-	&& $(BIN)/python -m tests.production.prebuild_images > test-artifacts/prebuild-images.log 2>&1 &)
+# collection they overlap it and the workers' start-up. By default only for the whole suite (a run of a few files may
+# need none); BUILD_IMAGES_AHEAD=1 or 0 says so either way.
+BUILD_IMAGES_AHEAD ?= $(if $(strip $(PYTEST_ARGS)),0,1)
+PREBUILD_IMAGES = $(if $(filter 1,$(BUILD_IMAGES_AHEAD)),mkdir -p test-artifacts \
+	&& $(BIN)/python -m tests.production.prebuild_images > test-artifacts/prebuild-images.log 2>&1 &,\
+	: no images built ahead: BUILD_IMAGES_AHEAD=$(BUILD_IMAGES_AHEAD))
 
 test: install system-packages
 	$(PREBUILD_IMAGES)

@@ -54,16 +54,21 @@ def test_the_collection_before_the_suite_writes_the_cache_and_never_fails_make()
     assert dry_run.index("--collect-only") < dry_run.index("pytest -n ")
 
 
-@pytest.mark.parametrize(("pytest_args", "built_ahead"), [("", True), ("tests/test_settings.py", False)])
-def test_the_whole_suite_builds_the_images_ahead_in_the_background(pytest_args: str, built_ahead: bool) -> None:
+@pytest.mark.parametrize(("variables", "built_ahead"), [
+    ([], True),
+    (["PYTEST_ARGS=tests/test_settings.py"], False),
+    (["PYTEST_ARGS=--no-cov", "BUILD_IMAGES_AHEAD=1"], True),
+    (["BUILD_IMAGES_AHEAD=0"], False),
+])
+def test_the_whole_suite_builds_the_images_ahead_in_the_background(variables: list[str], built_ahead: bool) -> None:
     """Started before the collection and not waited for (a trailing `&`), its output in a log of its own; a run of a
-    few files (PYTEST_ARGS) builds nothing ahead."""
-    dry_run = subprocess.run(["make", "-n", "test", f"PYTEST_ARGS={pytest_args}"], cwd=REPO_ROOT,
+    few files (PYTEST_ARGS) builds nothing ahead unless BUILD_IMAGES_AHEAD=1 says so, and =0 turns it off."""
+    dry_run = subprocess.run(["make", "-n", "test", *variables], cwd=REPO_ROOT,
                              capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
     lines = dry_run.splitlines()
     prebuild = [line for line in lines if "tests.production.prebuild_images" in line]
     if not built_ahead:
-        assert prebuild == [] and ": no images built ahead for PYTEST_ARGS" in lines
+        assert prebuild == [] and ": no images built ahead: BUILD_IMAGES_AHEAD=0" in lines
         return
     [line] = prebuild
     assert line.endswith("> test-artifacts/prebuild-images.log 2>&1 &"), line
