@@ -3,7 +3,9 @@
 On a fresh machine the image builds (the stand-in bases from Debian's packages, then the project images from PyPI)
 sit on the suite's critical path: the alert path's deployment, its longest unit, waits for them. Started here, they
 overlap the collection and the workers' start-up instead of following them. The deployments' own `build_images` then
-waits on the machine's build lock and finds every layer built (BENCHMARKS.md "Test suite").
+waits on the machine's build lock and finds every layer built (BENCHMARKS.md "Test suite"). With every image present
+it takes ~2 s and ~1.1 busy CPU-s on the reference machine, starting and stopping the engine included (the first
+deployment test starts it again: ~0.5 CPU-s).
 
 Nothing depends on this succeeding: without an engine it builds nothing and says why, and a failed build is built
 again, and reported, by the first test that needs the images. Its output goes to test-artifacts/prebuild-images.log.
