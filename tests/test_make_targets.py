@@ -42,7 +42,43 @@ def test_make_test_runs_pytest_and_nothing_that_only_measures_it() -> None:
     prebuild, collect_once, command = recipe("test")
     assert prebuild == "$(PREBUILD_IMAGES)"
     assert collect_once == "$(COLLECT_ONCE)"
-    assert command.startswith("$(BIN)/python -m pytest ") and "bench/" not in command and "junit" not in command
+    assert command.startswith("$(RUN_TESTS) -n $(TEST_WORKERS) $(PYTEST_ARGS);") and "bench/" not in command
+    assert "junit" not in command
+
+
+def test_the_suite_runs_under_slipcover_unless_coverage_is_off() -> None:
+    def last_line(*variables: str) -> str:
+        return subprocess.run(["make", "-n", "test", "BUILD_IMAGES_AHEAD=0", *variables], cwd=REPO_ROOT,
+                              capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"},
+                              check=True).stdout.splitlines()[-1]
+
+    covered = last_line()
+    assert "-m slipcover --json --out test-artifacts/coverage.json -m pytest -n 5" in covered, covered
+    assert "-m slipcover --merge test-artifacts/coverage.json --out /dev/null --skip-covered --fail-under 80" in covered
+    plain = last_line("COVERAGE=0")
+    assert "-m pytest -n 5" in plain and "slipcover" not in plain, plain
+
+
+@pytest.mark.parametrize(("pytest_status", "floor_status", "make_fails"), [
+    (0, 0, False),
+    (1, 0, True),  # a failed test fails the run even with the coverage floor met
+    (0, 2, True),  # every test passed, coverage under the floor
+    (1, 2, True),
+])
+def test_make_test_fails_when_the_tests_or_the_coverage_floor_fail(
+        tmp_path: Path, pytest_status: int, floor_status: int, make_fails: bool) -> None:
+    """The recipe's own command line, run with a stand-in interpreter that plays pytest (under slipcover) and the floor
+    check (`slipcover --merge ... --fail-under 80`) with the given exit statuses."""
+    stand_in = tmp_path / "bin" / "python"
+    stand_in.parent.mkdir()
+    stand_in.write_text(f'#!/bin/bash\ncase "$*" in *--merge*) exit {floor_status};; *) exit {pytest_status};; esac\n')
+    stand_in.chmod(0o755)
+    dry_run = subprocess.run(["make", "-n", "test", f"BIN={stand_in.parent}", "BUILD_IMAGES_AHEAD=0"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
+    command = dry_run.splitlines()[-1]
+    assert command.count(str(stand_in)) == 2, command
+    done = subprocess.run(["/bin/bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert (done.returncode != 0) == make_fails, (command, done.returncode)
 
 
 def test_the_collection_before_the_suite_writes_the_cache_and_never_fails_make() -> None:
@@ -57,7 +93,7 @@ def test_the_collection_before_the_suite_writes_the_cache_and_never_fails_make()
 @pytest.mark.parametrize(("variables", "built_ahead"), [
     ([], True),
     (["PYTEST_ARGS=tests/test_settings.py"], False),
-    (["PYTEST_ARGS=--no-cov", "BUILD_IMAGES_AHEAD=1"], True),
+    (["PYTEST_ARGS=-x", "BUILD_IMAGES_AHEAD=1"], True),
     (["BUILD_IMAGES_AHEAD=0"], False),
 ])
 def test_the_whole_suite_builds_the_images_ahead_in_the_background(variables: list[str], built_ahead: bool) -> None:
