@@ -34,6 +34,12 @@ def recipe(target: str) -> list[str]:
     return body
 
 
+def make_dry_run(*variables: str, **env: str) -> list[str]:
+    """The commands `make -n test` would run with these variables, one line each."""
+    return subprocess.run(["make", "-n", "test", *variables], cwd=REPO_ROOT, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", **env}, check=True).stdout.splitlines()
+
+
 def test_make_test_runs_pytest_and_nothing_that_only_measures_it() -> None:
     header = next(line for line in (REPO_ROOT / "Makefile").read_text().splitlines() if line.startswith("test:"))
     assert "system-packages" in header.split()
@@ -47,15 +53,10 @@ def test_make_test_runs_pytest_and_nothing_that_only_measures_it() -> None:
 
 
 def test_the_suite_runs_under_slipcover_unless_coverage_is_off() -> None:
-    def last_line(*variables: str) -> str:
-        return subprocess.run(["make", "-n", "test", "BUILD_IMAGES_AHEAD=0", *variables], cwd=REPO_ROOT,
-                              capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"},
-                              check=True).stdout.splitlines()[-1]
-
-    covered = last_line()
+    covered = make_dry_run("BUILD_IMAGES_AHEAD=0")[-1]
     assert "-m slipcover --json --out test-artifacts/coverage.json -m pytest -n 5" in covered, covered
     assert "-m slipcover --merge test-artifacts/coverage.json --out /dev/null --skip-covered --fail-under 80" in covered
-    plain = last_line("COVERAGE=0")
+    plain = make_dry_run("BUILD_IMAGES_AHEAD=0", "COVERAGE=0")[-1]
     assert "-m pytest -n 5" in plain and "slipcover" not in plain, plain
 
 
@@ -73,9 +74,7 @@ def test_make_test_fails_when_the_tests_or_the_coverage_floor_fail(
     stand_in.parent.mkdir()
     stand_in.write_text(f'#!/bin/bash\ncase "$*" in *--merge*) exit {floor_status};; *) exit {pytest_status};; esac\n')
     stand_in.chmod(0o755)
-    dry_run = subprocess.run(["make", "-n", "test", f"BIN={stand_in.parent}", "BUILD_IMAGES_AHEAD=0"], cwd=REPO_ROOT,
-                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
-    command = dry_run.splitlines()[-1]
+    command = make_dry_run(f"BIN={stand_in.parent}", "BUILD_IMAGES_AHEAD=0")[-1]
     assert command.count(str(stand_in)) == 2, command
     done = subprocess.run(["/bin/bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=30)
     assert (done.returncode != 0) == make_fails, (command, done.returncode)
@@ -83,8 +82,7 @@ def test_make_test_fails_when_the_tests_or_the_coverage_floor_fail(
 
 def test_the_collection_before_the_suite_writes_the_cache_and_never_fails_make() -> None:
     """With PYTHONDONTWRITEBYTECODE set nothing writes the cache; a broken test module is the real run's to report."""
-    dry_run = subprocess.run(["make", "-n", "test"], cwd=REPO_ROOT, capture_output=True, text=True,
-                             env={"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}, check=True).stdout
+    dry_run = "\n".join(make_dry_run(PYTHONDONTWRITEBYTECODE="1"))
     [collect] = [line for line in dry_run.splitlines() if "--collect-only" in line]
     assert collect.startswith("PYTHONDONTWRITEBYTECODE= ") and collect.endswith("|| true"), collect
     assert dry_run.index("--collect-only") < dry_run.index("pytest -n ")
@@ -99,9 +97,7 @@ def test_the_collection_before_the_suite_writes_the_cache_and_never_fails_make()
 def test_the_whole_suite_builds_the_images_ahead_in_the_background(variables: list[str], built_ahead: bool) -> None:
     """Started before the collection and not waited for (a trailing `&`), its output in a log of its own; a run of a
     few files (PYTEST_ARGS) builds nothing ahead unless BUILD_IMAGES_AHEAD=1 says so, and =0 turns it off."""
-    dry_run = subprocess.run(["make", "-n", "test", *variables], cwd=REPO_ROOT,
-                             capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, check=True).stdout
-    lines = dry_run.splitlines()
+    lines = make_dry_run(*variables)
     prebuild = [line for line in lines if "tests.production.prebuild_images" in line]
     if not built_ahead:
         assert prebuild == [] and ": no images built ahead: BUILD_IMAGES_AHEAD=0" in lines
