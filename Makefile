@@ -39,11 +39,11 @@ run: install
 # (BENCHMARKS.md "Test suite").
 TEST_WORKERS ?= 5
 
-# Each xdist worker collects the whole suite, rewriting the asserts of every test module (pytest's assertion
-# rewriting), under coverage.py's tracer: ~26 CPU-s a worker. With PYTHONDONTWRITEBYTECODE set (as on the reference
+# Each xdist worker collects the whole suite, rewriting the asserts of every test module (pytest's assertion rewriting):
+# ~26 CPU-s a worker, measured under coverage.py's tracer. With PYTHONDONTWRITEBYTECODE set (as on the reference
 # machine) none writes pytest's cache of the rewritten modules, so each does it all again. One collection without
-# coverage first writes that cache (~14 s), which the workers then read: 5 workers started in 38 s and 68 CPU-s
-# instead of 65-72 s and 130 CPU-s (BENCHMARKS.md "Test suite"). Its own failure is left to the real run to report.
+# coverage first writes that cache (~14 s), which the workers then read: 5 workers started in 38 s and 68 CPU-s instead
+# of 65-72 s and 130 CPU-s (BENCHMARKS.md "Test suite"). Its own failure is left to the real run to report.
 COLLECT_ONCE = PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider -p no:xdist \
 	$(PYTEST_ARGS) > /dev/null 2>&1 || true
 
@@ -58,10 +58,10 @@ PREBUILD_IMAGES = $(if $(filter 1,$(BUILD_IMAGES_AHEAD)),mkdir -p test-artifacts
 
 # Line coverage of the packages ([tool.slipcover] in pyproject.toml), with a floor of 80%. SlipCover instruments the
 # packages' bytecode and drops each probe once its line has run; coverage.py's tracer is called on every line and call,
-# Dagster's included: a fresh machine's `.ci/run` took 984-1,021 s and ~1,830 busy CPU-s under it, 858-938 s and ~1,490
-# under SlipCover (BENCHMARKS.md "Test suite"). The floor is checked on the report it writes (`--merge`): its own
-# --fail-under deletes the workers' data before printing the table.
-# COVERAGE=0 runs the suite without it.
+# Dagster's included: on a fresh machine `.ci/run` took 984-1,021 s under it (sampled: 1,828-1,891 busy CPU-s), under
+# SlipCover 858-938 s (1,491-1,765; BENCHMARKS.md "Test suite"). The floor is checked on the report it writes
+# (`--merge`): its own --fail-under deletes the workers' data before printing the table. COVERAGE=0 runs the suite
+# without it.
 COVERAGE ?= 1
 COVERAGE_JSON = test-artifacts/coverage.json
 RUN_TESTS = $(if $(filter 1,$(COVERAGE)),mkdir -p test-artifacts && $(BIN)/python -m slipcover --json \
