@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,13 +51,19 @@ def machine_lock(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def exited(stat: str) -> bool:
+    """Whether the process whose /proc/PID/stat line is `stat` has exited: a zombie (Z) waits for its parent to reap
+    it, and one being reaped shows as dead (X) for a moment before its /proc entry goes."""
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
 def process_alive(pid: int) -> bool:
-    """A process that exists and has not exited (a zombie, waiting to be reaped by its parent, has exited)."""
+    """A process that exists and has not exited."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return not exited(stat)
 
 
 def read_users(path: Path) -> tuple[int | None, list[int]]:
@@ -145,7 +151,8 @@ class DockerEngine:
         while process_alive(self.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         if process_alive(self.pid):
-            os.kill(self.pid, signal.SIGKILL)
+            with suppress(ProcessLookupError):  # it ended since the look
+                os.kill(self.pid, signal.SIGKILL)
 
 
 def ensure_engine(state_dir: Path, users_file: Path = USERS_FILE) -> DockerEngine:

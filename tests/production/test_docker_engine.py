@@ -8,13 +8,29 @@ import time
 
 import pytest
 
-from tests.production.docker_engine import DockerEngine, read_users, write_users
+from tests.production.docker_engine import DockerEngine, exited, read_users, write_users
 
 pytestmark = pytest.mark.unit  # a stand-in process, no Docker engine
 
 
 def sleeper() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+
+
+@pytest.mark.parametrize(
+    ("stat", "ended"),
+    [
+        ("4242 (python) S 1 4242", False),
+        ("4242 (python) R 1 4242", False),
+        ("4242 (python) D 1 4242", False),
+        ("4242 (python) T 1 4242", False),  # stopped (SIGSTOP) is still alive: a test resumes or kills it
+        ("4242 (python) Z 1 4242", True),  # exited, waiting for its parent to reap it
+        ("4242 (python) X 1 4242", True),  # exited and being reaped: /proc still shows it for a moment
+        ("4242 (a) Z (b) S 1 4242", False),  # a command name holding ") Z ": the state follows the last ")"
+    ],
+)
+def test_a_process_has_exited_once_it_is_a_zombie_or_dead(stat: str, ended: bool) -> None:
+    assert exited(stat) is ended
 
 
 def test_stop_returns_once_the_engine_it_started_has_exited(tmp_path) -> None:
