@@ -49,6 +49,12 @@ IMAGES = {
     "racing-orchestration/dagster": ("deploy/Dockerfile.dagster", "."),
     "racing-orchestration/front": ("deploy/Dockerfile.front", "deploy/front"),
 }
+# How long a run container may outlive `compose down`. A run in flight ends on its own once its storage writes fail,
+# which can take minutes: a pre-race checkpoint run waits up to 120 s in its worker for a step retry (RetryPolicy
+# 60 s, then 120 s: racing_orchestration/checkpoints/jobs.py) without writing, after an attempt of up to ~60 s (the
+# TAB client's tries); only then does a write fail. That, plus a minute for the failing writes; a container left after
+# it is reported with the end of its log.
+IN_FLIGHT_RUN_SECONDS = 120 + 60 + 60
 IMAGE_USER_ID = 10001  # the `dagster` user of both images
 # Published ports of docker-compose.yml and the test overrides: service -> (host port, container port).
 PUBLISHED_PORTS = {"front": (3000, 3000), "api": (8090, 8090), "prometheus": (9090, 9090),
@@ -405,11 +411,12 @@ class ComposeStack:
                             "--format", '{{.ID}} {{.Label "dagster/run_id"}}']).stdout
         return dict(line.split() for line in listed.splitlines() if line.strip())
 
-    def run_containers_left(self, timeout: float = 90) -> dict[str, str]:
-        """After `compose down`: the run containers still there once `timeout` has passed, id -> state. A run in
-        flight at `down` fails once its Postgres and code server are gone, and Docker removes an exited run container
-        (`auto_remove`) a moment after it exits, so a container may be listed for a few seconds after `down` returns;
-        one still there after the timeout (running, or created and never started) is litter."""
+    def run_containers_left(self, timeout: float = IN_FLIGHT_RUN_SECONDS) -> dict[str, str]:
+        """After `compose down`: the run containers still there once `timeout` has passed, id -> state and the last
+        lines of its log. A run in flight at `down` fails at its next storage write once Postgres is gone, and Docker
+        removes an exited run container (`auto_remove`) a moment after it exits, so a container may be listed for a
+        while after `down` returns; one still there after the timeout (running, or created and never started) is
+        litter."""
         deadline = time.monotonic() + timeout
         while (left := self.run_containers(all_states=True)) and time.monotonic() < deadline:
             time.sleep(2)
@@ -417,8 +424,10 @@ class ComposeStack:
         for container in left:
             inspected = self._run(["docker", "inspect", "--format", "{{.State.Status}} {{.Config.Image}} "
                                    "{{index .Config.Labels \"dagster/run_id\"}}", container], check=False)
-            states[container] = inspected.stdout.strip() or "gone while inspected"
-        return {c: s for c, s in states.items() if s != "gone while inspected"}
+            if state := inspected.stdout.strip():
+                log = self._run(["docker", "logs", "--tail", "15", container], check=False)
+                states[container] = f"{state}\n{(log.stdout + log.stderr)[-3000:]}"
+        return states
 
     def container_of_run(self, run_id: str) -> str | None:
         out = self._run(["docker", "ps", "-q", "--filter", f"label=dagster/run_id={run_id}"]).stdout.split()
