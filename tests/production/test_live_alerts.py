@@ -77,8 +77,7 @@ API_URL = f"http://127.0.0.1:{ALERT_PORTS['api']}"
 RECEIVER_URL = f"http://127.0.0.1:{ALERT_PORTS['webhook-receiver']}"
 PROMETHEUS_URL = f"http://127.0.0.1:{ALERT_PORTS['prometheus']}"
 # Three races half a minute apart, the first 16 minutes out: their T-15 checkpoints fall due 60-120 s after the feed
-# starts, while the baseline watches (a minute apart, the third came due after two backups when the ordinary day
-# waited for two); their starts and T+5 come after the faults.
+# starts, while the baseline watches; their starts and T+5 come after the faults.
 SIM_ARGS = ("--dense-every", "0.5", "--dense-races", "3", "--dense-lead", "16")
 CHECKPOINT_SENSORS = ("pre_race_t60_sensor", "pre_race_t15_sensor", "post_race_t5_sensor")
 BACKUP_TASK = "live_alert_backup"
@@ -260,7 +259,7 @@ def backup_runs(status: str) -> list[dict]:
 def ordinary_day(stack: ComposeStack, day_begun: dict) -> dict:
     """The morning scrape, the races' T-15 checkpoints and the every-minute backup all succeed; meanwhile nothing
     pages but the watchdog, and no rule is even pending. One backup is waited for: the faults begin once the day is
-    observed, and the alert path is the suite's longest unit (a second backup added ~40 s to it)."""
+    observed, the alert path is the suite's longest unit, and a second backup would add ~40 s to it."""
     started, scrape = day_begun["began"], day_begun["scrape"]
     assert wait_for("the morning scrape", lambda: finished(scrape, DAGSTER_URL), 300, 2) == "SUCCESS"
 
@@ -391,7 +390,7 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
     target = stack.backups / "alerts"
     errors: list[BaseException] = []
     sensor_done, code_done, daemon_done = (threading.Event() for _ in range(3))
-    task_recovered = threading.Event()  # a backup succeeded after the repair (or the task's thread ended)
+    task_recovered = threading.Event()  # a backup succeeded after the repair, or the task's thread ended
     # Set once the code server's outage has its place: right after the sensor's, or after the daemon's.
     code_placed, code_after_daemon = threading.Event(), threading.Event()
 
@@ -420,15 +419,12 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
         task_recovered.set()
 
     def task_fault() -> None:
-        try:
-            last_success = max(r["endTime"] for r in backup_runs("SUCCESS"))
-            run_fault(task, lambda: target.chmod(0o555), lambda: target.chmod(0o755),
-                      # Overdue 180 s after its last success, then the promise (a success may still land just after).
-                      OVERDUE_AFTER_SECONDS + 90 + PROMISES["TaskOverdue"].first_message_seconds,
-                      after_repair=backup_succeeded_after_repair)
-            task.notes.append(f"last success {task.broken_at - last_success:.0f} s before the fault")
-        finally:
-            task_recovered.set()
+        last_success = max(r["endTime"] for r in backup_runs("SUCCESS"))
+        run_fault(task, lambda: target.chmod(0o555), lambda: target.chmod(0o755),
+                  # Overdue 180 s after its last success, then the promise (a success may still land just after).
+                  OVERDUE_AFTER_SECONDS + 90 + PROMISES["TaskOverdue"].first_message_seconds,
+                  after_repair=backup_succeeded_after_repair)
+        task.notes.append(f"last success {task.broken_at - last_success:.0f} s before the fault")
 
     def code_server_fault() -> None:
         try:
@@ -458,9 +454,9 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
         # Once the task has recovered (a down daemon launches no backup, and once DagsterDaemonDown fires, TaskOverdue
         # is held back for 30 minutes), not once its recovery is posted: the success clears TaskOverdue within a scrape
         # and an evaluation, and Alertmanager posts that within its group_interval (~45 s in all), while
-        # DagsterDaemonDown, which inhibits it, fires ~90 s after the stop (30 s to show down, then its `for: 1m`).
-        # Waiting for the post kept the suite's longest unit ~30 s longer. And after the code server, unless it comes
-        # after: `docker compose start daemon` waits for the code servers it depends on to be healthy, so the two
+        # DagsterDaemonDown, which inhibits it, fires ~90 s after the stop (30 s to show down, then its `for: 1m`), and
+        # waiting for the post would lengthen the suite's longest unit by ~20-30 s. And after the code server, unless it
+        # comes after: `docker compose start daemon` waits for the code servers it depends on to be healthy, so the two
         # outages would run into each other.
         task_recovered.wait()
         code_placed.wait()
@@ -473,7 +469,7 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
 
     started = time.monotonic()
     threads = [threading.Thread(target=guarded(sensor_fault, sensor_done), daemon=True),
-               threading.Thread(target=guarded(task_fault), daemon=True),
+               threading.Thread(target=guarded(task_fault, task_recovered), daemon=True),
                threading.Thread(target=guarded(code_server_fault, code_done), daemon=True),
                threading.Thread(target=guarded(daemon_fault, daemon_done), daemon=True)]
     for thread in threads:
