@@ -14,15 +14,16 @@ inhibitions are the production ones. The faults, each broken for real and repair
 - the racing code server stopped (`docker compose stop code-racing`), later started;
 - the daemon stopped (`docker compose stop daemon`), later started.
 
-The sensor and the task are broken together; the code server once the sensor has recovered (it would mute that
-location's alerts); the daemon once the task and the code server have recovered (it mutes every job alert, and
-starting it waits for the code servers). When a racing schedule tick falls due within 300 s of the code server's turn,
-the code server goes after the daemon instead. Timings go to test-artifacts/live-alerts-timings.json (RELIABILITY.md).
+The sensor and the task are broken together; the daemon once both have recovered (it mutes every job alert); the code
+server inside the daemon's outage, started again before the daemon (`docker compose start daemon` waits for the code
+servers it depends on to be healthy). No daemon evaluates a schedule meanwhile, so a racing schedule tick never finds
+its code server away (that tick's run would be lost, and page after the outage by design, docs/alerts.md): the daemon
+launches a tick it missed when it starts again. Both outages are platform alerts, neither inhibits the other, and
+each pages once. Timings go to test-artifacts/live-alerts-timings.json (RELIABILITY.md).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import shutil
@@ -37,8 +38,6 @@ import httpx
 import pytest
 import yaml
 
-from platform_monitoring.schedulers import next_cron_time
-from tests.control_api.job_policies import code_definitions
 from tests.deploy.alert_path import (
     AlertMessage,
     alert_key,
@@ -355,8 +354,10 @@ def wait_health(predicate: Callable[[dict], bool], since_monotonic: float, timeo
 
 def run_fault(fault: Fault, break_it: Callable[[], None], repair: Callable[[], None], first_timeout: float,
               on_health: Callable[[dict], bool] | None = None,
+              before_repair: Callable[[], None] | None = None,
               after_repair: Callable[[], None] | None = None) -> None:
-    """Break, wait for the first message naming every key, repair, (`after_repair`), wait until all are resolved."""
+    """Break, wait for the first message naming every key, (`before_repair`), repair, (`after_repair`), wait until all
+    are resolved."""
     fault.broken_at = time.time()
     breaking = time.monotonic()
     break_it()
@@ -367,18 +368,14 @@ def run_fault(fault: Fault, break_it: Callable[[], None], repair: Callable[[], N
         fault.notes.append(f"the stop took {stopped - breaking:.1f} s")
         fault.health_within = wait_health(on_health, stopped)
     fault.first_message_at = wait_message(fault.keys, "FIRING", fault.broken_at, first_timeout).received_at
+    if before_repair:
+        before_repair()
     fault.repaired_at = time.time()
     repair()
     if after_repair:
         after_repair()
     resolved = PROMISES[fault.alert].resolved_seconds + 120  # the promise, plus the repair's own start-up
     fault.resolved_at = wait_all_resolved(fault.keys, fault.repaired_at, resolved)
-
-
-def next_racing_schedule_tick() -> dt.datetime:
-    now = dt.datetime.now(dt.UTC)
-    return min(next_cron_time(item.cron_schedule, "Pacific/Auckland", now)
-               for item in code_definitions() if item.location == "racing_orchestration" and item.kind == "schedule")
 
 
 @pytest.fixture(scope="module")
@@ -389,10 +386,10 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
     daemon = Fault("daemon stopped", "DagsterDaemonDown", DAEMON_KEYS)
     target = stack.backups / "alerts"
     errors: list[BaseException] = []
-    sensor_done, code_done, daemon_done = (threading.Event() for _ in range(3))
+    sensor_done = threading.Event()
     task_recovered = threading.Event()  # a backup succeeded after the repair, or the task's thread ended
-    # Set once the code server's outage has its place: right after the sensor's, or after the daemon's.
-    code_placed, code_after_daemon = threading.Event(), threading.Event()
+    # The daemon's stop has completed, or its thread ended; the code server was started again, or its thread ended.
+    daemon_stopped, code_started = threading.Event(), threading.Event()
 
     def guarded(action: Callable[[], None], done: threading.Event | None = None) -> Callable[[], None]:
         def run() -> None:
@@ -427,51 +424,33 @@ def faults(stack: ComposeStack, ordinary_day: dict) -> dict[str, Fault]:
         task.notes.append(f"last success {task.broken_at - last_success:.0f} s before the fault")
 
     def code_server_fault() -> None:
-        try:
-            sensor_done.wait()
-            # A racing schedule tick while its code server is away fails for good (that run is lost, and pages after
-            # the outage by design, docs/alerts.md): keep the outage clear of one. When one falls due within 300 s,
-            # the outage comes after the daemon's instead of waiting for it (a tick during the daemon's outage is
-            # launched when the daemon starts again), once that tick is 90 s past; waiting here cost up to 330 s.
-            tick = next_racing_schedule_tick()
-            if (tick - dt.datetime.now(dt.UTC)).total_seconds() < 300:
-                code.notes.append(f"after the daemon: a racing schedule tick was due at {tick:%H:%M:%S} UTC")
-                code_after_daemon.set()
-        finally:
-            code_placed.set()
-        if code_after_daemon.is_set():
-            daemon_done.wait()
-            left = (tick - dt.datetime.now(dt.UTC)).total_seconds() + 90
-            if left > 0:
-                code.notes.append(f"waited {left:.0f} s for the racing schedule tick to pass")
-                time.sleep(left)
+        # Inside the daemon's outage: no schedule tick is evaluated while the code server is away.
+        daemon_stopped.wait()
         run_fault(code, lambda: stack.compose("stop", "code-racing", timeout=120),
-                  lambda: stack.compose("start", "code-racing", timeout=120),
+                  lambda: (stack.compose("start", "code-racing", timeout=120), code_started.set()),
                   PROMISES["CodeServerDown"].first_message_seconds,
                   on_health=lambda body: body.get("code_servers", {}).get("racing_orchestration", "ok") != "ok")
 
     def daemon_fault() -> None:
-        # Once the task has recovered (a down daemon launches no backup, and once DagsterDaemonDown fires, TaskOverdue
-        # is held back for 30 minutes), not once its recovery is posted: the success clears TaskOverdue within a scrape
-        # and an evaluation, and Alertmanager posts that within its group_interval (~45 s in all), while
-        # DagsterDaemonDown, which inhibits it, fires ~90 s after the stop (30 s to show down, then its `for: 1m`), and
-        # waiting for the post would lengthen the suite's longest unit by ~20-30 s. And after the code server, unless it
-        # comes after: `docker compose start daemon` waits for the code servers it depends on to be healthy, so the two
-        # outages would run into each other.
+        # Once the sensor and the task have recovered (a down daemon launches no backup, and once DagsterDaemonDown
+        # fires, TaskOverdue is held back for 30 minutes), not once the task's recovery is posted: the success clears
+        # TaskOverdue within a scrape and an evaluation, and Alertmanager posts that within its group_interval (~45 s
+        # in all), while DagsterDaemonDown, which inhibits it, fires ~90 s after the stop (30 s to show down, then its
+        # `for: 1m`), and waiting for the post would lengthen the suite's longest unit by ~20-30 s. Started again
+        # once the code server has been: `docker compose start daemon` waits for it to be healthy.
+        sensor_done.wait()
         task_recovered.wait()
-        code_placed.wait()
-        if not code_after_daemon.is_set():
-            code_done.wait()
-        run_fault(daemon, lambda: stack.compose("stop", "daemon", timeout=120),
+        run_fault(daemon, lambda: (stack.compose("stop", "daemon", timeout=120), daemon_stopped.set()),
                   lambda: stack.compose("start", "daemon", timeout=120),
                   PROMISES["DagsterDaemonDown"].first_message_seconds,
-                  on_health=lambda body: body.get("scheduler_running") is False)
+                  on_health=lambda body: body.get("scheduler_running") is False,
+                  before_repair=code_started.wait)
 
     started = time.monotonic()
     threads = [threading.Thread(target=guarded(sensor_fault, sensor_done), daemon=True),
                threading.Thread(target=guarded(task_fault, task_recovered), daemon=True),
-               threading.Thread(target=guarded(code_server_fault, code_done), daemon=True),
-               threading.Thread(target=guarded(daemon_fault, daemon_done), daemon=True)]
+               threading.Thread(target=guarded(code_server_fault, code_started), daemon=True),
+               threading.Thread(target=guarded(daemon_fault, daemon_stopped), daemon=True)]
     for thread in threads:
         thread.start()
     for thread in threads:
