@@ -26,7 +26,7 @@ from dagster_graphql import DagsterGraphQLClient, ReloadRepositoryLocationStatus
 
 from local_stack.stack import StackOptions, free_port, wait_for_http
 from tests.conftest import REPO_ROOT
-from tests.browser import dismiss_onboarding, goto, launch, needs_chromium
+from tests.browser import dismiss_onboarding, goto, launch, load_showing, needs_chromium
 from tests.e2e.live_stack import (
     README_COMMAND_SECTIONS,
     SupervisedStack,
@@ -296,10 +296,13 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
         node.get_by_text(re.compile(r"\d+ / 3 Passed")).wait_for(timeout=60_000)
         assert "Latest event" in node.inner_text() and re.search(r"\bago\b", node.inner_text()), node.inner_text()
         page.screenshot(path=str(ARTIFACTS / "dagster-racing-asset-group.png"))
-        goto(page, f"{stack.dagster_url}/assets/race_cards")
-        page.get_by_text("Latest materialization").first.wait_for(timeout=60_000)
-        page.get_by_text(day, exact=True).first.wait_for(timeout=60_000)
-        page.get_by_text("Latest check results").first.wait_for(timeout=60_000)
+
+        def race_cards_shown() -> None:
+            for text, exact in (("Latest materialization", False), (day, True), ("Latest check results", False)):
+                page.get_by_text(text, exact=exact).first.wait_for(timeout=60_000)
+
+        load_showing(page, f"{stack.dagster_url}/assets/race_cards", race_cards_shown,
+                     ARTIFACTS / "dagster-race-cards.png")
         page.screenshot(path=str(ARTIFACTS / "dagster-race-cards.png"))
 
         goto(page, f"{stack.api_url}/docs")
