@@ -86,7 +86,7 @@ test-measured: install system-packages
 	$(COVERAGE_FLOOR) && exit $$status
 
 # The Debian packages the tests run (promtool, amtool, nginx; for the whole suite also chromium, docker.io and
-# debootstrap), installed when missing: as root, or through sudo, saying so (tools/system_packages.sh).
+# mmdebstrap), installed when missing: as root, or through sudo, saying so (tools/system_packages.sh).
 system-packages:
 	tools/system_packages.sh all
 
@@ -99,7 +99,7 @@ FAST_WORKERS ?= 3
 test-fast: install system-packages-fast
 	$(BIN)/python -m pytest -n $(FAST_WORKERS) -m 'not slow and not production' $(PYTEST_ARGS)
 
-# The compose deployment on a real Docker engine (part of `make test` too); needs docker.io and debootstrap, and root
+# The compose deployment on a real Docker engine (part of `make test` too); needs docker.io and mmdebstrap, and root
 # to start dockerd when no engine is running.
 test-live: install system-packages
 	$(BIN)/python -m pytest -m production -s $(PYTEST_ARGS)

@@ -58,7 +58,7 @@ HOST_KINDS = (
     ("docker compose / cli", re.compile(r"docker-compose|^docker |/docker ")),
     ("chromium", re.compile(r"chrom")),
     ("git", re.compile(r"^git|/git ")),
-    ("apt / build", re.compile(r"apt|dpkg|debootstrap|pip ")),
+    ("apt / build", re.compile(r"apt|dpkg|mmdebstrap|pip ")),
     ("other python", re.compile(r"python")),
 )
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.unit
 
 SCRIPT = REPO_ROOT / "tools" / "system_packages.sh"
 TOOLS = {"promtool": "prometheus", "amtool": "prometheus-alertmanager", "nginx": "nginx",
-         "chromium": "chromium", "dockerd": "docker.io", "debootstrap": "debootstrap"}
+         "chromium": "chromium", "dockerd": "docker.io", "mmdebstrap": "mmdebstrap"}
 FAST = {"promtool", "amtool", "nginx"}
 
 

