@@ -3,9 +3,9 @@ that did not show its content in time is loaded once more, with a screenshot of 
 
 from __future__ import annotations
 
-import pytest
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Error
 from playwright.sync_api import TimeoutError as PageTimeout
 
@@ -74,9 +74,9 @@ class Shows:
 SHOT = Path("/artifacts/race-cards.png")
 
 
+# No miss, and every load but the last missed (SHOW_LOADS is 2: one miss); a miss on the last load is raised (below).
 @pytest.mark.parametrize(("timeouts", "screenshots"), [
     (0, []),
-    (1, ["race-cards-failed-load-1.png"]),
     (SHOW_LOADS - 1, [f"race-cards-failed-load-{n}.png" for n in range(1, SHOW_LOADS)]),
 ])
 def test_a_page_that_did_not_show_in_time_is_loaded_again_with_a_screenshot_of_each_miss(
