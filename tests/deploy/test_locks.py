@@ -147,11 +147,23 @@ def test_the_import_scan_sees_a_lazy_pandas_import(tmp_path: Path) -> None:
 def test_the_images_install_the_kubernetes_lock_only_when_asked(dockerfile: str) -> None:
     text = (DEPLOY_DIR / dockerfile).read_text()
     assert "ARG KUBERNETES=0\n" in text
-    install = 'if [ "$KUBERNETES" = 1 ]; then pip install --no-deps -r /tmp/requirements-kubernetes.lock; fi'
+    install = 'if [ "$KUBERNETES" = 1 ]; then uv pip install --no-deps -r /tmp/requirements-kubernetes.lock; fi'
     assert text.count("requirements-kubernetes.lock;") == 1 and install in text
     assert "pip check" in text  # the locks, with or without the launcher, prove complete at build
     for ignore in (REPO_ROOT / ".dockerignore", DEPLOY_DIR / f"{dockerfile}.dockerignore"):
         assert "!deploy/requirements-kubernetes.lock" in ignore.read_text().splitlines(), ignore.name
+
+
+@pytest.mark.parametrize("dockerfile", ["Dockerfile.user_code", "Dockerfile.dagster"])
+def test_the_images_install_with_the_uv_that_make_install_uses_and_keep_none_of_it(dockerfile: str) -> None:
+    """One uv version for the project: an image built with another could unpack the same locks differently. uv is
+    removed in the layer that installed it, and its cache is never written there."""
+    [make_pin] = re.findall(r"pip install -q (uv==[\d.]+)", (REPO_ROOT / "Makefile").read_text())
+    text = (DEPLOY_DIR / dockerfile).read_text()
+    assert re.findall(r"pip install -q (uv==[\d.]+)", text) == [make_pin]
+    install_layer = next(block for block in text.split("\nRUN ") if "uv pip install" in block)
+    assert "pip uninstall -q -y uv" in install_layer and "UV_NO_CACHE=1" in install_layer
+    assert "UV_COMPILE_BYTECODE=1" in install_layer  # the image sets PYTHONDONTWRITEBYTECODE: compiled here or never
 
 
 def test_compose_builds_without_the_launcher_and_kubernetes_docs_with_it() -> None:
