@@ -39,6 +39,7 @@ from dagster_graphql import DagsterGraphQLClient
 
 from local_stack.embedded_postgres import start_embedded_postgres
 from local_stack.stack import LocalStack, StackOptions, free_port
+from racing_orchestration.checkpoints.jobs import POST_RACE_MAX_RUNTIME_SECONDS, PRE_RACE_MAX_RUNTIME_SECONDS
 from racing_orchestration.checkpoints.windows import CHECKPOINTS, due_time
 from tests.conftest import REPO_ROOT
 from tests.e2e.live_stack import HTTP, graphql_runs, run_errors, run_events, tags_of, wait_for
@@ -73,6 +74,15 @@ UNFINISHED = ("requested", "requested_late", "running")
 # checkpoint of a race starting within this of an outage's end may therefore miss the jump: it must then end with
 # the reason (the run refuses odds fetched after the jump), and any later race's must be done.
 HELD_BY_AN_OUTAGE = dt.timedelta(seconds=480 + 30 + 180 + 30 + 120 + 15 + 145)
+# The run part of that bound: how long after an outage's end a checkpoint run alive across it may still not have ended.
+# Its op may have committed (the ledger `done`, its odds written) just before Postgres stopped, and its worker then
+# hang: the run stays STARTED until its max runtime, and run monitoring fails it (a 30 s poll, the 180 s cancel
+# timeout, another poll; tests/orchestration_core/test_run_workers.py). Seen: a catch-up T-60 fetching as the 2-minute
+# outage began, still STARTED 180 s after every checkpoint had ended.
+RUN_HELD_BY_AN_OUTAGE = dt.timedelta(
+    seconds=max(PRE_RACE_MAX_RUNTIME_SECONDS, POST_RACE_MAX_RUNTIME_SECONDS) + 30 + 180 + 30)
+# Beyond any bound above, for a loaded host's slower polls and requests.
+LOADED_HOST_SLACK = dt.timedelta(seconds=60)
 ENDED = ("SUCCESS", "FAILURE", "CANCELED")
 # The dense card races in only some combinations: no 30-minute retries of the empty ones.
 DENSE_CARD_SCRAPE = {"ops": {"scrape_combination": {"config": {"retry_empty": False}}}}
@@ -265,9 +275,10 @@ def outage_run(outage_stack) -> OutageRun:
     settling = time.monotonic()
     rows = wait_for("every due checkpoint to end", settled, SETTLE_TIMEOUT_SECONDS, 5)
     settled_after = time.monotonic() - settling
-    # The ledger says `done` as soon as the op has written; the run itself ends (SUCCESS) a moment later. The
-    # exactly-once test reads the runs, so wait for the ledger's runs to end first (seen once: a late T-60 whose
-    # run was not SUCCESS yet when they were read).
+    # The ledger says `done` as soon as the op has written; the run itself ends (SUCCESS) a moment later, or, when
+    # Postgres stopped between the two, by RUN_HELD_BY_AN_OUTAGE after the outage. The exactly-once test reads the
+    # runs, so wait for the ledger's runs to end first (seen once: a late T-60 whose run was not SUCCESS yet when they
+    # were read).
     ledger_runs = sorted({rows[k].run_id for k in [*due, *late] if k in rows and rows[k].run_id})
 
     not_ended: dict[str, str] = {}  # the last answer's runs not yet ended, named in a timeout's message
@@ -284,7 +295,8 @@ def outage_run(outage_stack) -> OutageRun:
 
     ending = time.monotonic()
     try:
-        wait_for("the ledger's runs to end", ledger_runs_ended, 180, 2)
+        runs_end_by = outages[-1].started_at + RUN_HELD_BY_AN_OUTAGE + LOADED_HOST_SLACK
+        wait_for("the ledger's runs to end", ledger_runs_ended, max(180, (runs_end_by - utcnow()).total_seconds()), 2)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; not ended: {not_ended}") from None
     ended_after = time.monotonic() - ending
