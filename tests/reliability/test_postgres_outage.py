@@ -35,6 +35,7 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
+import yaml
 from dagster_graphql import DagsterGraphQLClient
 
 from local_stack.embedded_postgres import start_embedded_postgres
@@ -65,22 +66,24 @@ SETTLE = dt.timedelta(seconds=45)
 # Generous: the machine is shared; the product's own bound is the checkpoints' validity (T-15 before the jump).
 SETTLE_TIMEOUT_SECONDS = 1500
 UNFINISHED = ("requested", "requested_late", "running")
+# Run monitoring as the stack's instance (dagster.yaml) configures it: how often it looks, how long a cancel may take.
+RUN_MONITORING = yaml.safe_load((REPO_ROOT / "dagster.yaml").read_text())["run_monitoring"]
+# How long after an outage's end a checkpoint run alive across it may still not have ended. Its op may have committed
+# (the ledger `done`, its odds written) just before Postgres stopped, and its worker then hang: the local launcher
+# cannot see a dead worker, so the run stays STARTED until its max runtime, and run monitoring fails it (a poll, the
+# cancel timeout, another poll; tests/orchestration_core/test_run_workers.py). Seen: a catch-up T-60 fetching as the
+# 2-minute outage began, still STARTED 180 s after every checkpoint had ended.
+RUN_HELD_BY_AN_OUTAGE = dt.timedelta(seconds=max(PRE_RACE_MAX_RUNTIME_SECONDS, POST_RACE_MAX_RUNTIME_SECONDS)
+                                     + 2 * RUN_MONITORING["poll_interval_seconds"]
+                                     + RUN_MONITORING["cancel_timeout_seconds"])
 # How long after an outage ends a checkpoint may still be held by it on the local stack. The queue stands still while
 # Postgres is down and then works off the burst of 25 catch-up runs a few a minute on a loaded host (seen: a T-60
-# queued 4 min 21 s, started 7 s after its race jumped, 49 s after the 30 s outage). At worst a run whose worker died
-# while Postgres was down stays STARTED until its 480 s max runtime (the local launcher cannot see a dead worker), then
-# run monitoring cancels it (a 30 s poll, the 180 s cancel timeout, another poll); the sensor looks again within its
-# 120 s launch gap and a 15 s tick, and the new run needs a minute or two to start on a loaded host. A catch-up
-# checkpoint of a race starting within this of an outage's end may therefore miss the jump: it must then end with
-# the reason (the run refuses odds fetched after the jump), and any later race's must be done.
-HELD_BY_AN_OUTAGE = dt.timedelta(seconds=480 + 30 + 180 + 30 + 120 + 15 + 145)
-# The run part of that bound: how long after an outage's end a checkpoint run alive across it may still not have ended.
-# Its op may have committed (the ledger `done`, its odds written) just before Postgres stopped, and its worker then
-# hang: the run stays STARTED until its max runtime, and run monitoring fails it (a 30 s poll, the 180 s cancel
-# timeout, another poll; tests/orchestration_core/test_run_workers.py). Seen: a catch-up T-60 fetching as the 2-minute
-# outage began, still STARTED 180 s after every checkpoint had ended.
-RUN_HELD_BY_AN_OUTAGE = dt.timedelta(
-    seconds=max(PRE_RACE_MAX_RUNTIME_SECONDS, POST_RACE_MAX_RUNTIME_SECONDS) + 30 + 180 + 30)
+# queued 4 min 21 s, started 7 s after its race jumped, 49 s after the 30 s outage). At worst a run is held as above
+# (RUN_HELD_BY_AN_OUTAGE); the sensor then looks again within its 120 s launch gap and a 15 s tick, and the new run
+# needs a minute or two to start on a loaded host. A catch-up checkpoint of a race starting within this of an outage's
+# end may therefore miss the jump: it must then end with the reason (the run refuses odds fetched after the jump), and
+# any later race's must be done.
+HELD_BY_AN_OUTAGE = RUN_HELD_BY_AN_OUTAGE + dt.timedelta(seconds=120 + 15 + 145)
 # Beyond any bound above, for a loaded host's slower polls and requests.
 LOADED_HOST_SLACK = dt.timedelta(seconds=60)
 ENDED = ("SUCCESS", "FAILURE", "CANCELED")
