@@ -49,17 +49,18 @@ SHOW_LOADS = 2
 
 
 def load_showing(page, url: str, shows: Callable[[], None], screenshot: Path, loads: int = SHOW_LOADS) -> None:
-    """Load `url` until `shows` (waits for what the page must show) passes. Beside the rest of the suite on 2 cores the
-    Dagster UI has left a page without its content past a minute's wait, its first queries unanswered (load ~20-30);
-    an operator reloads then, and so does this, up to `loads` loads in all. Each load whose wait timed out leaves a
-    screenshot of what the page showed instead (`screenshot` with "-failed-load-N" added); the last one's timeout is
-    raised. Anything but a timeout (an assertion, a browser error) fails at once."""
+    """Load `url` until `shows` (waits for what the page must show) passes, then leave `screenshot` of it. Beside the
+    rest of the suite on 2 cores the Dagster UI has left a page without its content past a minute's wait, its first
+    queries unanswered (load ~20-30); an operator reloads then, and so does this, up to `loads` loads in all. Each load
+    whose wait timed out leaves a screenshot of what the page showed instead (`screenshot` with "-failed-load-N"
+    added); the last one's timeout is raised. Anything but a timeout (an assertion, a browser error) fails at once."""
     from playwright.sync_api import TimeoutError as PageTimeout
 
     for load in range(1, loads + 1):
         goto(page, url)
         try:
             shows()
+            page.screenshot(path=str(screenshot))
             return
         except PageTimeout:
             page.screenshot(path=str(screenshot.with_name(f"{screenshot.stem}-failed-load-{load}{screenshot.suffix}")))

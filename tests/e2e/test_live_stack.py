@@ -303,7 +303,6 @@ def test_browser_sees_both_code_locations_and_the_scrape_run(stack, scrape_run_i
 
         load_showing(page, f"{stack.dagster_url}/assets/race_cards", race_cards_shown,
                      ARTIFACTS / "dagster-race-cards.png")
-        page.screenshot(path=str(ARTIFACTS / "dagster-race-cards.png"))
 
         goto(page, f"{stack.api_url}/docs")
         page.get_by_text("/tasks", exact=False).first.wait_for(timeout=60_000)

@@ -523,7 +523,6 @@ def test_the_ui_through_the_published_port_shows_a_run_page_with_its_logs(trigge
 
         load_showing(page, f"{DAGSTER_UI_URL}/runs/{triggered_run_id}", run_page_shown,
                      ARTIFACTS / "production-run-page.png")
-        page.screenshot(path=str(ARTIFACTS / "production-run-page.png"))
         browser.close()
 
 
