@@ -33,9 +33,10 @@ run: install
 # deployments, side by side on one engine, the Postgres outage, the live stack) start first, each on a worker of its
 # own, and the workers freed first share the rest (tests/conftest.py). Five on the 2-core reference machine: with
 # four, a sixth of the CPU stood idle (293 of 1,980 CPU-s; pytest 985 s against 885 s with five, 89 idle) while the
-# long units waited on their stacks and one worker ran the short files; with six, a fresh machine's `.ci/run` took
-# 1,122 s and 2,212 busy CPU-s against 984-1,021 s with five. A worker running short files is niced
-# (tests/conftest.py, "Who gets the CPU first"): at equal weight four workers starved the outage stack
+# long units waited on their stacks and one worker ran the short files. Six fill most of what five leave idle, and the
+# host spends as much more on the rest: in the same hour a fresh machine's `.ci/run` took 876 s with six (85 CPU-s
+# idle, 1,670 busy) against 870 s with five (156, 1,588); images cached, 845 s against 864 s. A worker running short
+# files is niced (tests/conftest.py, "Who gets the CPU first"): at equal weight four workers starved the outage stack
 # (BENCHMARKS.md "Test suite").
 TEST_WORKERS ?= 5
 
