@@ -86,6 +86,9 @@ RUN_HELD_BY_AN_OUTAGE = dt.timedelta(seconds=max(PRE_RACE_MAX_RUNTIME_SECONDS, P
 HELD_BY_AN_OUTAGE = RUN_HELD_BY_AN_OUTAGE + dt.timedelta(seconds=120 + 15 + 145)
 # Beyond any bound above, for a loaded host's slower polls and requests.
 LOADED_HOST_SLACK = dt.timedelta(seconds=60)
+# The least wait for the ledger's runs to end once every checkpoint has: a run ends a moment after its op wrote the
+# ledger, that moment longer on a loaded host.
+LEDGER_RUNS_END_WAIT_SECONDS = 180
 ENDED = ("SUCCESS", "FAILURE", "CANCELED")
 # The dense card races in only some combinations: no 30-minute retries of the empty ones.
 DENSE_CARD_SCRAPE = {"ops": {"scrape_combination": {"config": {"retry_empty": False}}}}
@@ -299,7 +302,8 @@ def outage_run(outage_stack) -> OutageRun:
     ending = time.monotonic()
     try:
         runs_end_by = outages[-1].started_at + RUN_HELD_BY_AN_OUTAGE + LOADED_HOST_SLACK
-        wait_for("the ledger's runs to end", ledger_runs_ended, max(180, (runs_end_by - utcnow()).total_seconds()), 2)
+        wait_for("the ledger's runs to end", ledger_runs_ended,
+                 max(LEDGER_RUNS_END_WAIT_SECONDS, (runs_end_by - utcnow()).total_seconds()), 2)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; not ended: {not_ended}") from None
     ended_after = time.monotonic() - ending
